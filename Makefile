@@ -1,0 +1,40 @@
+# kubetrain: `make run` runs the example training job locally; `make test` runs every check.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-core
+PYTEST := $(BIN)/pytest
+
+.PHONY: help install run test lint test-unit test-local test-cluster clean
+
+help:
+	@echo "make run   - train the example PyTorch DDP job locally (1 master + 2 workers)"
+	@echo "make test  - install everything into .venv and run linters and every test tier"
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+install: $(STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+test-unit: $(STAMP)
+	$(PYTEST) tests/unit -q
+
+test: lint test-unit
+
+run: $(STAMP)
+	$(BIN)/kubetrain version
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

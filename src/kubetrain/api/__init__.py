@@ -1,0 +1,1 @@
+"""kubeflow.org API models, defaulting helpers, validation helpers and CRD generation."""

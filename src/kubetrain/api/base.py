@@ -1,0 +1,58 @@
+"""The base every wire model derives from: camelCase on the wire, tolerant or strict on input.
+
+Objects read back from an API server may carry fields a newer server added, so unknown fields are
+ignored by default. User input is validated with ``context={"strict": True}``: then an unknown
+field is an error that names it and lists the valid ones, because a misspelt ``restartPolicy``
+silently ignored is a job that behaves differently from what its author wrote.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    PlainSerializer,
+    ValidationInfo,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+
+def _format_time(value: datetime) -> str:
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+Time = Annotated[datetime, PlainSerializer(_format_time, return_type=str)]
+"""A Kubernetes ``metav1.Time``: RFC 3339 in UTC with second precision on the wire."""
+
+IntOrString = int | str
+"""A Kubernetes ``IntOrString`` (ports by number or name, resource quantities)."""
+
+
+class WireModel(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+        extra="ignore",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _reject_unknown_fields_when_strict(cls, data: Any, info: ValidationInfo) -> Any:
+        if not (info.context and info.context.get("strict")) or not isinstance(data, dict):
+            return data
+        known = {f.alias or name for name, f in cls.model_fields.items()} | set(cls.model_fields)
+        unknown = sorted(str(key) for key in data if key not in known)
+        if unknown:
+            valid = ", ".join(sorted(f.alias or name for name, f in cls.model_fields.items()))
+            raise ValueError(f"unknown field(s) {', '.join(unknown)}; valid fields are: {valid}")
+        return data
+
+    def to_wire(self) -> dict[str, Any]:
+        """The JSON-ready dict the API server would store (camelCase, unset fields omitted)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)

@@ -1,0 +1,48 @@
+"""Errors that name the field at fault and what would be valid there."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+
+
+@dataclass(frozen=True)
+class FieldError:
+    path: str
+    """Dotted wire path, e.g. ``spec.pytorchReplicaSpecs.Master.replicas``."""
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+class InvalidJobError(ValueError):
+    """A job manifest that cannot be accepted; ``errors`` lists every problem found."""
+
+    def __init__(self, errors: list[FieldError]) -> None:
+        self.errors = errors
+        super().__init__("; ".join(str(e) for e in errors))
+
+
+def field_path(loc: tuple[int | str, ...], prefix: str = "") -> str:
+    parts = [prefix] if prefix else []
+    for item in loc:
+        if isinstance(item, int):
+            parts[-1:] = [f"{parts[-1]}[{item}]"] if parts else [f"[{item}]"]
+        else:
+            parts.append(str(item))
+    return ".".join(parts)
+
+
+def from_pydantic(error: ValidationError, prefix: str = "") -> InvalidJobError:
+    found: list[FieldError] = []
+    for detail in error.errors(include_url=False):
+        message = detail["msg"].removeprefix("Value error, ")
+        if detail["type"] == "missing":
+            message = "Required value: must be specified"
+        elif detail["type"] == "enum":
+            expected = detail.get("ctx", {}).get("expected", "")
+            message = f"Unsupported value {detail['input']!r}: supported values: {expected}"
+        found.append(FieldError(field_path(tuple(detail["loc"]), prefix), message))
+    return InvalidJobError(found)

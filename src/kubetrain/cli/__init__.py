@@ -1,0 +1,1 @@
+"""The ``kubetrain`` command line."""

@@ -1,0 +1,29 @@
+"""Entry point of the ``kubetrain`` command: one typer app, one module per command group."""
+
+from __future__ import annotations
+
+import typer
+
+from kubetrain import __version__
+
+app = typer.Typer(
+    name="kubetrain",
+    help="Run Kubeflow training jobs (PyTorchJob, TFJob, XGBoostJob, PaddleJob, JAXJob, MXJob, "
+    "MPIJob) on Kubernetes or on this machine.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def main() -> None:
+    """kubetrain: Kubeflow training jobs on Kubernetes or on this machine."""
+
+
+@app.command()
+def version() -> None:
+    """Print kubetrain's version.
+
+    Example: kubetrain version
+    """
+    typer.echo(__version__)

@@ -1,0 +1,141 @@
+"""The engine's inputs and outputs: plain, immutable data.
+
+Substrates translate what they see (pods, processes) into an ``Observation``, call the engine, and
+carry out the ``Decision``'s actions. They make no decisions of their own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from kubetrain.api.common import JobStatus
+
+
+class Phase(StrEnum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    UNKNOWN = "Unknown"
+
+
+@dataclass(frozen=True)
+class ObservedReplica:
+    """One replica as the substrate sees it (a pod, or a local process)."""
+
+    replica_type: str
+    """Canonical CamelCase type (``Master``, ``Worker``, ``PS``)."""
+    index: int
+    phase: Phase
+    exit_code: int | None = None
+    """Exit code of the framework's default container once it terminated; -N signals are 128+N."""
+    restart_count: int = 0
+    """In-place restarts (kubelet's ``restartCount`` summed over containers, or the local runner's)."""
+    terminating: bool = False
+    """Deletion requested but not finished (``metadata.deletionTimestamp`` set)."""
+    ready: bool = False
+    reason: str | None = None
+    """Pod ``status.reason`` such as ``Evicted``."""
+
+
+@dataclass(frozen=True)
+class PodGroupState:
+    exists: bool
+    phase: str | None = None
+    """Volcano's ``status.phase``; pods wait while it is empty or ``Pending``."""
+
+
+@dataclass(frozen=True)
+class Observation:
+    replicas: tuple[ObservedReplica, ...] = ()
+    services: frozenset[tuple[str, int]] | None = None
+    """Existing per-replica services; ``None`` when the substrate has no services (local)."""
+    pod_group: PodGroupState | None = None
+    """``None`` when gang scheduling is off."""
+
+
+@dataclass(frozen=True)
+class Traits:
+    """What the substrate can do, so one engine serves both."""
+
+    colocated: bool
+    """Every replica on one host (local): frameworks may materialise fewer replicas."""
+    gang_scheduler: str | None = None
+    """``volcano``, a scheduler-plugins scheduler name, or None."""
+
+
+# --- actions ---------------------------------------------------------------------------------
+
+
+class EventType(StrEnum):
+    NORMAL = "Normal"
+    WARNING = "Warning"
+
+
+@dataclass(frozen=True)
+class CreateReplica:
+    replica_type: str
+    index: int
+
+
+@dataclass(frozen=True)
+class DeleteReplica:
+    replica_type: str
+    index: int
+    reason: str
+    """Why: ``restart``, ``scale-down``, ``clean-pod-policy``, ``suspend``, ``failed``."""
+
+
+@dataclass(frozen=True)
+class CreateService:
+    replica_type: str
+    index: int
+
+
+@dataclass(frozen=True)
+class DeleteService:
+    replica_type: str
+    index: int
+
+
+@dataclass(frozen=True)
+class SyncPodGroup:
+    min_member: int
+
+
+@dataclass(frozen=True)
+class DeletePodGroup:
+    pass
+
+
+@dataclass(frozen=True)
+class DeleteJob:
+    """TTL after finishing has passed: delete the job object (children are garbage-collected)."""
+
+
+@dataclass(frozen=True)
+class EmitEvent:
+    type: EventType
+    reason: str
+    message: str
+
+
+Action = (
+    CreateReplica
+    | DeleteReplica
+    | CreateService
+    | DeleteService
+    | SyncPodGroup
+    | DeletePodGroup
+    | DeleteJob
+    | EmitEvent
+)
+
+
+@dataclass(frozen=True)
+class Decision:
+    actions: tuple[Action, ...] = ()
+    status: JobStatus = field(default_factory=JobStatus)
+    requeue_after: float | None = None
+    """Seconds until the engine must look again (deadline, TTL) even if nothing changes."""

@@ -1,0 +1,1 @@
+"""A real Kubernetes control plane on loopback (etcd, kube-apiserver, scheduler, controller-manager)."""

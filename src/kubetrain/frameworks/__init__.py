@@ -1,0 +1,1 @@
+"""One module per training framework behind the ``Framework`` protocol, and their registry."""

@@ -1,0 +1,142 @@
+"""The one protocol every framework implements. Nothing outside ``frameworks/`` knows framework names.
+
+A framework answers: which replica types exist and how they default, which replica is the master,
+what environment each replica receives, and when the job has succeeded or failed. The engine and
+both substrates ask only these questions.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, ClassVar, Generic, TypeVar
+
+from kubetrain.api.common import ConditionType, ReplicaStatus, RestartPolicy
+from kubetrain.api.errors import FieldError
+from kubetrain.api.jobs import TrainingJob
+from kubetrain.frameworks.addressing import Addressing
+
+JobT = TypeVar("JobT", bound=TrainingJob)
+
+EnvVar = dict[str, Any]
+"""A Kubernetes ``EnvVar`` (``{"name": ..., "value": ...}`` or ``{"name": ..., "valueFrom": ...}``)."""
+
+
+class EnvTarget(Enum):
+    """Which containers of a replica's pod receive the injected environment."""
+
+    ALL_CONTAINERS = "all"
+    DEFAULT_CONTAINER = "default"
+    FIRST_CONTAINER = "first"
+
+
+@dataclass(frozen=True)
+class ObservedPhase:
+    """What the status rules may look at for one replica (a pod, or a local process)."""
+
+    replica_type: str
+    index: int
+    phase: str
+    """``Pending`` | ``Running`` | ``Succeeded`` | ``Failed`` | ``Unknown`` (Kubernetes pod phases)."""
+    exit_code: int | None = None
+    """Exit code of the framework's default container, when it has terminated."""
+    reason: str | None = None
+    """Pod ``status.reason`` (``Evicted``, ...)."""
+
+
+@dataclass(frozen=True)
+class ConditionProposal:
+    """A condition a framework's status rules want set; the engine applies the state machine."""
+
+    type: ConditionType
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class StatusContext:
+    """Everything a framework's success/failure rules need (upstream ``UpdateJobStatus`` inputs)."""
+
+    job: TrainingJob
+    replica_statuses: Mapping[str, ReplicaStatus]
+    replicas: Sequence[ObservedPhase]
+    colocated: bool
+    """Local substrate: replica types the framework does not materialise are not observed."""
+
+
+class Framework(ABC, Generic[JobT]):
+    """One training framework. Subclasses set the class attributes and implement the rules."""
+
+    model: ClassVar[type[TrainingJob]]
+    framework_label: ClassVar[str]
+    """The ``framework`` label of upstream's metrics (``pytorch``, ``tensorflow``, ...)."""
+    controller_name: ClassVar[str]
+    """Value of the ``training.kubeflow.org/operator-name`` label (``pytorchjob-controller``)."""
+    replica_types: ClassVar[tuple[str, ...]]
+    """Canonical replica types, in the order replicas are created and listed."""
+    default_container: ClassVar[str]
+    default_port_name: ClassVar[str | None]
+    default_port: ClassVar[int | None]
+    default_restart_policy: ClassVar[RestartPolicy]
+    scale_replica_type: ClassVar[str | None] = None
+    """The replica type the CRD ``scale`` subresource scales, if any."""
+    env_target: ClassVar[EnvTarget] = EnvTarget.ALL_CONTAINERS
+    per_replica_services: ClassVar[bool] = True
+    """One headless Service per replica (every v1 kind but MPIJob)."""
+
+    @property
+    def kind(self) -> str:
+        return self.model.KIND
+
+    @property
+    def api_version(self) -> str:
+        return self.model.API_VERSION
+
+    @abstractmethod
+    def set_defaults(self, job: JobT) -> JobT:
+        """Upstream defaulting (§1.3 / §1.4): a new, defaulted job; the input is not modified."""
+
+    @abstractmethod
+    def validate(self, job: JobT) -> list[FieldError]:
+        """Every rule of §5 for this kind (plus derived-name length), on the defaulted job."""
+
+    @abstractmethod
+    def is_master_role(self, job: JobT, replica_type: str, index: int) -> bool:
+        """Drives the ``training.kubeflow.org/job-role=master`` label."""
+
+    @abstractmethod
+    def replica_env(self, job: JobT, replica_type: str, index: int, addressing: Addressing) -> list[EnvVar]:
+        """The env appended to the containers ``env_target`` names, in upstream's order (§2)."""
+
+    @abstractmethod
+    def status_rules(self, context: StatusContext) -> list[ConditionProposal]:
+        """The success / failure / running rules of §4.4, as conditions to apply in order."""
+
+    def materialised_replica_types(self, job: JobT, colocated: bool) -> tuple[str, ...]:
+        """Replica types that become pods or processes. Locally MPI runs only its launcher."""
+        return tuple(t for t in self.replica_types if t in job.replica_specs)
+
+    def init_containers(
+        self,
+        job: JobT,
+        replica_type: str,
+        index: int,
+        addressing: Addressing,
+        settings: InitSettings,
+    ) -> list[dict[str, Any]]:
+        """Init containers appended after the user's on Kubernetes (PyTorch's wait-for-master)."""
+        return []
+
+    def config_files(self, job: JobT, addressing: Addressing, running_hosts: Sequence[str]) -> dict[str, str]:
+        """Files a job needs beside its pods (MPI hostfile, discover_hosts.sh); ``{}`` for most."""
+        return {}
+
+
+@dataclass(frozen=True)
+class InitSettings:
+    """Operator settings for injected init containers (upstream's ``--pytorch-init-container-*``)."""
+
+    pytorch_init_image: str = "alpine:3.10"
+    pytorch_init_max_tries: int = 100

@@ -1,0 +1,1 @@
+"""The local substrate: every replica a process group on this machine."""

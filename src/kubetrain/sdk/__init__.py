@@ -1,0 +1,1 @@
+"""The Python SDK (``TrainingClient``) over a cluster or local runs."""
