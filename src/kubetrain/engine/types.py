@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
-from kubetrain.api.common import JobStatus
+from kubetrain.api.common import JobStatus, RestartPolicy
 
 
 class Phase(StrEnum):
@@ -139,3 +140,28 @@ class Decision:
     status: JobStatus = field(default_factory=JobStatus)
     requeue_after: float | None = None
     """Seconds until the engine must look again (deadline, TTL) even if nothing changes."""
+
+
+@dataclass(frozen=True)
+class ReplicaPlan:
+    """Everything both substrates need to start one replica, decided once by the engine.
+
+    ``template`` is the replica's pod template after injection: labels added, the framework's env
+    appended to the targeted containers, ``spec.restartPolicy`` set from the replica policy
+    (``ExitCode`` becomes ``Never``). The kube substrate turns it into a Pod (adding namespace,
+    ownerReference, init containers, gang-scheduling decoration); the local substrate runs
+    ``main_container``'s command with that container's env.
+    """
+
+    name: str
+    """``<job>-<type>-<index>``: pod name, service name, local log prefix."""
+    replica_type: str
+    index: int
+    labels: dict[str, str]
+    restart_policy: RestartPolicy
+    """The replica-level policy (``ExitCode`` kept as such; the pod template says ``Never``)."""
+    main_container: str
+    """Name of the framework's default container, or the first container's name."""
+    template: dict[str, Any]
+    template_restart_policy_overridden: bool = False
+    """The user's template set its own ``restartPolicy`` (upstream warns with an event)."""
