@@ -70,6 +70,8 @@ class Framework(ABC, Generic[JobT]):
     """One training framework. Subclasses set the class attributes and implement the rules."""
 
     model: ClassVar[type[TrainingJob]]
+    scheme_name: ClassVar[str]
+    """The name upstream's ``--enable-scheme`` uses (``pytorchjob``, ``tfjob``, ...)."""
     framework_label: ClassVar[str]
     """The ``framework`` label of upstream's metrics (``pytorch``, ``tensorflow``, ...)."""
     controller_name: ClassVar[str]
