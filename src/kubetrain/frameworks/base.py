@@ -87,6 +87,8 @@ class Framework(ABC, Generic[JobT]):
     env_target: ClassVar[EnvTarget] = EnvTarget.ALL_CONTAINERS
     per_replica_services: ClassVar[bool] = True
     """One headless Service per replica (every v1 kind but MPIJob)."""
+    managed_by_self: ClassVar[str] = "kubeflow.org/training-operator"
+    """The ``runPolicy.managedBy`` value meaning "reconciled by us"; any other set value is skipped."""
 
     @property
     def kind(self) -> str:
