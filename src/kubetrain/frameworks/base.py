@@ -89,6 +89,9 @@ class Framework(ABC, Generic[JobT]):
     """One headless Service per replica (every v1 kind but MPIJob)."""
     managed_by_self: ClassVar[str] = "kubeflow.org/training-operator"
     """The ``runPolicy.managedBy`` value meaning "reconciled by us"; any other set value is skipped."""
+    config_mount_path: ClassVar[str | None] = None
+    """Where ``config_files`` are mounted in pods (MPI: ``/etc/mpi``). The local substrate writes them
+    to its own directory and rewrites env values under this path to point there."""
 
     @property
     def kind(self) -> str:
