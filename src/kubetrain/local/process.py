@@ -1,0 +1,201 @@
+"""One replica as a process group, supervised the way a kubelet supervises a pod's container.
+
+The replica's main container becomes one process started in its own session, so the whole tree
+it spawns (``mpirun`` ranks, torchrun workers) is one process group: stopping sends SIGTERM to the
+group, waits a grace period, then SIGKILLs it. When the main process exits, whatever it left
+behind in its group is killed too, as a container's processes die with it.
+
+Like a kubelet, the supervisor restarts the process in place when the pod's restart policy says so
+(``Always``; ``OnFailure`` on a non-zero exit) and counts the restarts. Everything else — whether
+an exit fails the job, whether to recreate the replica — is the engine's decision.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+
+from kubetrain.engine.types import ObservedReplica, Phase
+from kubetrain.local.logs import LINE_LIMIT, ReplicaLog
+
+EXIT_PUMP_TIMEOUT = 2.0
+"""How long to wait for a pipe to drain after the group was killed (a daemonised escapee may hold it)."""
+
+
+class InPlaceRestart(StrEnum):
+    """The pod-level ``restartPolicy`` a kubelet applies (replica ``ExitCode`` arrives as ``Never``)."""
+
+    ALWAYS = "Always"
+    ON_FAILURE = "OnFailure"
+    NEVER = "Never"
+
+    def restarts_after(self, exit_code: int) -> bool:
+        return self is InPlaceRestart.ALWAYS or (self is InPlaceRestart.ON_FAILURE and exit_code != 0)
+
+
+def exit_code_of(returncode: int) -> int:
+    """Kubernetes reports death by signal N as exit code 128+N; Python reports it as -N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def restart_delay(restarts: int) -> float:
+    """A short, growing pause between in-place restarts (a kubelet's CrashLoopBackOff, scaled to a laptop)."""
+    return 0.0 if restarts <= 1 else min(0.5 * 2 ** (restarts - 2), 10.0)
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """Everything needed to start one replica's main container as a process."""
+
+    replica_type: str
+    index: int
+    prefix: str
+    """``<type>-<index>``: the console prefix and log file name."""
+    argv: tuple[str, ...]
+    env: dict[str, str]
+    cwd: Path
+    restart: InPlaceRestart
+
+
+@dataclass
+class ProcessState:
+    pid: int | None = None
+    running: bool = False
+    exit_code: int | None = None
+    restarts: int = 0
+    started_at: float | None = None
+    finished_at: float | None = None
+    history: list[int] = field(default_factory=list)
+    """Exit codes of earlier attempts, oldest first."""
+
+
+class ReplicaProcess:
+    """Start, restart in place, observe and stop one replica."""
+
+    def __init__(self, spec: LaunchSpec, log: ReplicaLog, on_change: Callable[[], None]) -> None:
+        self.spec = spec
+        self.log = log
+        self.state = ProcessState()
+        self._on_change = on_change
+        self._process: asyncio.subprocess.Process | None = None
+        self._supervisor: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.log.open()
+        await self._spawn()
+        self._supervisor = asyncio.create_task(self._supervise(), name=f"supervise {self.spec.prefix}")
+
+    async def _spawn(self) -> None:
+        process = await asyncio.create_subprocess_exec(
+            *self.spec.argv,
+            cwd=self.spec.cwd,
+            env=self.spec.env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+            limit=LINE_LIMIT,
+        )
+        self._process = process
+        self.state.pid = process.pid
+        self.state.running = True
+        self.state.exit_code = None
+        self.state.started_at = time.time()
+        self.state.finished_at = None
+        self._on_change()
+
+    async def _supervise(self) -> None:
+        while True:
+            process = self._process
+            assert process is not None and process.stdout is not None
+            pump = asyncio.create_task(self.log.pump(process.stdout))
+            returncode = await process.wait()
+            # The container is gone: nothing it started may outlive it.
+            kill_group(process.pid, signal.SIGKILL)
+            await _settle(pump)
+            code = exit_code_of(returncode)
+            self.state.running = False
+            self.state.exit_code = code
+            self.state.finished_at = time.time()
+            self.state.history.append(code)
+            if self._stopping or not self.spec.restart.restarts_after(code):
+                self.log.close()
+                self._on_change()
+                return
+            self.state.restarts += 1
+            self._on_change()
+            await asyncio.sleep(restart_delay(self.state.restarts))
+            if self._stopping:
+                self.log.close()
+                self._on_change()
+                return
+            try:
+                await self._spawn()
+            except OSError as error:
+                self.log.write(f"kubetrain: cannot restart {self.spec.argv[0]}: {error}")
+                self.state.exit_code = 127
+                self.log.close()
+                self._on_change()
+                return
+
+    async def stop(self, grace_period: float) -> None:
+        """SIGTERM the process group, wait ``grace_period`` seconds, then SIGKILL it; reap."""
+        self._stopping = True
+        process = self._process
+        if process is not None and process.returncode is None:
+            kill_group(process.pid, signal.SIGTERM)
+            try:
+                await asyncio.wait_for(asyncio.shield(process.wait()), grace_period)
+            except TimeoutError:
+                kill_group(process.pid, signal.SIGKILL)
+        if self._supervisor is not None:
+            await self._supervisor
+
+    def kill_now(self) -> None:
+        """SIGKILL the group at once (a second Ctrl-C)."""
+        self._stopping = True
+        if self._process is not None and self._process.returncode is None:
+            kill_group(self._process.pid, signal.SIGKILL)
+
+    @property
+    def finished(self) -> bool:
+        return self._supervisor is not None and self._supervisor.done()
+
+    # --- observation -------------------------------------------------------------------------
+
+    def observe(self) -> ObservedReplica:
+        """The replica as a pod would look: Running while alive or waiting to restart in place."""
+        state = self.state
+        if state.running or not self.finished:
+            phase = Phase.RUNNING
+        else:
+            phase = Phase.SUCCEEDED if state.exit_code == 0 else Phase.FAILED
+        return ObservedReplica(
+            replica_type=self.spec.replica_type,
+            index=self.spec.index,
+            phase=phase,
+            exit_code=None if phase is Phase.RUNNING else state.exit_code,
+            restart_count=state.restarts,
+            terminating=self._stopping and not self.finished,
+            ready=state.running,
+        )
+
+
+def kill_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+async def _settle(pump: asyncio.Task[None]) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(pump, EXIT_PUMP_TIMEOUT)

@@ -1,0 +1,142 @@
+"""A run's state directory: ``status.json`` and per-replica logs, readable from another terminal.
+
+Layout, under the state directory (default ``~/.local/state/kubetrain/runs``, or
+``$KUBETRAIN_STATE_DIR``, or ``--state-dir``)::
+
+    <job>/status.json          the job (wire form, with status) and every replica's process
+    <job>/logs/<type>-<i>.log  each replica's output, whole lines, every attempt appended
+    <job>/config/              files the framework asks for beside the replicas (MPI hostfile)
+
+``status.json`` is replaced atomically on every change, so readers never see half a file. It
+records the runner's pid and start time: a record whose runner is gone but whose job never
+finished is reported as stale rather than as still running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+STATE_DIR_ENV = "KUBETRAIN_STATE_DIR"
+STATUS_FILE = "status.json"
+
+
+def default_state_dir(environ: Mapping[str, str] | None = None) -> Path:
+    environ = os.environ if environ is None else environ
+    if environ.get(STATE_DIR_ENV):
+        return Path(environ[STATE_DIR_ENV]).expanduser()
+    state_home = environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state_home) / "kubetrain" / "runs"
+
+
+@dataclass
+class ReplicaRecord:
+    name: str
+    """``<type>-<index>``."""
+    replica_type: str
+    index: int
+    pid: int | None
+    phase: str
+    restarts: int
+    exit_code: int | None
+    exit_codes: list[int]
+    log: str
+
+
+@dataclass
+class RunRecord:
+    job: dict[str, Any]
+    """The job's wire form, ``status`` included."""
+    replicas: list[ReplicaRecord]
+    runner_pid: int
+    runner_started_at: float
+    """The runner process's creation time: a reused pid does not pass for a live runner."""
+    finished: bool = False
+    """The runner has ended (the job finished, or the run was interrupted)."""
+    interrupted: bool = False
+    events: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return str(self.job.get("metadata", {}).get("name", ""))
+
+    def runner_alive(self) -> bool:
+        try:
+            started = float(psutil.Process(self.runner_pid).create_time())
+            return abs(started - self.runner_started_at) < 1.0
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            return False
+
+    @property
+    def stale(self) -> bool:
+        """The runner died without finishing the run (killed, machine rebooted)."""
+        return not self.finished and not self.runner_alive()
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RunRecord:
+        return cls(
+            job=dict(data["job"]),
+            replicas=[ReplicaRecord(**r) for r in data.get("replicas", [])],
+            runner_pid=int(data["runner_pid"]),
+            runner_started_at=float(data["runner_started_at"]),
+            finished=bool(data.get("finished", False)),
+            interrupted=bool(data.get("interrupted", False)),
+            events=list(data.get("events", [])),
+        )
+
+
+class RunDirectory:
+    """The files of one job's run."""
+
+    def __init__(self, state_dir: Path, job_name: str) -> None:
+        self.root = state_dir / job_name
+        self.status_path = self.root / STATUS_FILE
+        self.logs_dir = self.root / "logs"
+        self.config_dir = self.root / "config"
+
+    def log_path(self, replica: str) -> Path:
+        return self.logs_dir / f"{replica}.log"
+
+    def reset(self) -> None:
+        """Forget a previous run of the same job name (its logs would otherwise be appended to)."""
+        for directory in (self.logs_dir, self.config_dir):
+            shutil.rmtree(directory, ignore_errors=True)
+        self.status_path.unlink(missing_ok=True)
+        self.logs_dir.mkdir(parents=True, exist_ok=True)
+        self.config_dir.mkdir(parents=True, exist_ok=True)
+
+    def write(self, record: RunRecord) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=self.root, prefix=".status-", suffix=".json")
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as out:
+                json.dump(record.to_json(), out, indent=2)
+            Path(temporary).replace(self.status_path)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+
+    def read(self) -> RunRecord | None:
+        try:
+            return RunRecord.from_json(json.loads(self.status_path.read_text(encoding="utf-8")))
+        except FileNotFoundError:
+            return None
+
+
+def list_runs(state_dir: Path) -> list[RunRecord]:
+    """Every run recorded under ``state_dir``, by job name."""
+    if not state_dir.is_dir():
+        return []
+    records = (RunDirectory(state_dir, d.name).read() for d in sorted(state_dir.iterdir()) if d.is_dir())
+    return [r for r in records if r is not None]
