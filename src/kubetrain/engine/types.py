@@ -7,6 +7,7 @@ carry out the ``Decision``'s actions. They make no decisions of their own.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
@@ -35,6 +36,9 @@ class ObservedReplica:
     """In-place restarts (kubelet's ``restartCount`` summed over containers, or the local runner's)."""
     terminating: bool = False
     """Deletion requested but not finished (``metadata.deletionTimestamp`` set)."""
+    deletion_timestamp: datetime | None = None
+    """When a terminating replica should be gone (``metadata.deletionTimestamp``: request time plus
+    grace period). A replica still there well after it is stuck (lost node) and is force-deleted."""
     ready: bool = False
     reason: str | None = None
     """Pod ``status.reason`` such as ``Evicted``."""
@@ -85,7 +89,9 @@ class DeleteReplica:
     replica_type: str
     index: int
     reason: str
-    """Why: ``restart``, ``scale-down``, ``clean-pod-policy``, ``suspend``, ``failed``."""
+    """Why: ``restart``, ``scale-down``, ``clean-pod-policy``, ``suspend``, ``failed``, ``stuck``."""
+    force: bool = False
+    """Delete without waiting for the replica to stop (grace period 0): it is stuck terminating."""
 
 
 @dataclass(frozen=True)

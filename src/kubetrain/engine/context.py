@@ -1,0 +1,160 @@
+"""The working state of one reconcile: the status being built, the actions so far, the next wake-up.
+
+Every rule of the reconciler writes through this one object, so the bookkeeping that keeps a
+``Decision`` sane lives in one place: a replica is deleted at most once and never while it is
+already terminating, every condition change goes through the state machine and emits its event,
+and ``requeue_after`` is the earliest of the wake-ups any rule asked for.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from kubetrain.api.common import ConditionStatus, ConditionType, JobStatus
+from kubetrain.api.jobs import TrainingJob
+from kubetrain.engine.conditions import set_condition
+from kubetrain.engine.types import (
+    Action,
+    CreateReplica,
+    CreateService,
+    Decision,
+    DeletePodGroup,
+    DeleteReplica,
+    DeleteService,
+    EmitEvent,
+    EventType,
+    Observation,
+    ObservedReplica,
+    Traits,
+)
+from kubetrain.frameworks.base import Framework
+
+_WARNING_CONDITIONS = frozenset({ConditionType.RESTARTING, ConditionType.FAILED})
+
+ReplicaKey = tuple[str, int]
+
+
+@dataclass
+class ReconcileContext:
+    job: TrainingJob
+    """The job being reconciled: defaulted once admission succeeded, as stored before that."""
+    framework: Framework[Any]
+    observation: Observation
+    now: datetime
+    traits: Traits
+    status: JobStatus
+    """A private copy of the job's status, updated in place into the new status."""
+    actions: list[Action] = field(default_factory=list)
+    wake_ups: list[float] = field(default_factory=list)
+    _deleted_replicas: set[ReplicaKey] = field(default_factory=set)
+    _deleted_services: set[ReplicaKey] = field(default_factory=set)
+    _pod_group_deleted: bool = False
+
+    @classmethod
+    def start(
+        cls,
+        job: TrainingJob,
+        framework: Framework[Any],
+        observation: Observation,
+        now: datetime,
+        traits: Traits,
+    ) -> ReconcileContext:
+        return cls(job, framework, observation, now, traits, job.status.model_copy(deep=True))
+
+    @property
+    def kind(self) -> str:
+        return self.framework.kind
+
+    @property
+    def name(self) -> str:
+        return self.job.name
+
+    # --- observation --------------------------------------------------------------------------
+
+    def observed_by_key(self) -> dict[ReplicaKey, list[ObservedReplica]]:
+        grouped: dict[ReplicaKey, list[ObservedReplica]] = defaultdict(list)
+        for replica in self.observation.replicas:
+            grouped[(replica.replica_type, replica.index)].append(replica)
+        return dict(grouped)
+
+    def has_service(self, key: ReplicaKey) -> bool:
+        return self.observation.services is not None and key in self.observation.services
+
+    def pod_group_exists(self) -> bool:
+        group = self.observation.pod_group
+        return self.traits.gang_scheduler is not None and group is not None and group.exists
+
+    # --- actions ------------------------------------------------------------------------------
+
+    def emit(self, type_: EventType, reason: str, message: str) -> None:
+        self.actions.append(EmitEvent(type_, reason, message))
+
+    def create_replica(self, key: ReplicaKey) -> None:
+        self.actions.append(CreateReplica(*key))
+
+    def create_service(self, key: ReplicaKey) -> None:
+        self.actions.append(CreateService(*key))
+
+    def delete_replica(self, replica: ObservedReplica, reason: str, *, force: bool = False) -> bool:
+        """Ask for a replica's deletion; False when it is already going (never ask twice)."""
+        key = (replica.replica_type, replica.index)
+        if key in self._deleted_replicas or (replica.terminating and not force):
+            return False
+        self._deleted_replicas.add(key)
+        self.actions.append(DeleteReplica(replica.replica_type, replica.index, reason, force=force))
+        return True
+
+    def delete_service(self, key: ReplicaKey) -> None:
+        if self.has_service(key) and key not in self._deleted_services:
+            self._deleted_services.add(key)
+            self.actions.append(DeleteService(*key))
+
+    def delete_replica_and_service(self, replica: ObservedReplica, reason: str) -> None:
+        self.delete_replica(replica, reason)
+        self.delete_service((replica.replica_type, replica.index))
+
+    def delete_everything(self, reason: str) -> None:
+        """Every replica and every service of the job (suspend, backoff / deadline failure)."""
+        for replica in self.observation.replicas:
+            self.delete_replica(replica, reason)
+        for key in sorted(self.observation.services or ()):
+            self.delete_service(key)
+
+    def delete_pod_group(self) -> None:
+        if self.pod_group_exists() and not self._pod_group_deleted:
+            self._pod_group_deleted = True
+            self.emit(EventType.NORMAL, "JobTerminated", "Job has been terminated. Deleting PodGroup")
+            self.actions.append(DeletePodGroup())
+
+    def drop_creations(self) -> None:
+        """The job finished in this reconcile: starting replicas for it now would be waste."""
+        self.actions = [a for a in self.actions if not isinstance(a, CreateReplica | CreateService)]
+
+    def wake_up_in(self, seconds: float) -> None:
+        self.wake_ups.append(max(seconds, 0.0))
+
+    # --- status -------------------------------------------------------------------------------
+
+    def set_condition(
+        self,
+        type_: ConditionType,
+        reason: str,
+        message: str,
+        value: ConditionStatus = ConditionStatus.TRUE,
+    ) -> bool:
+        """Apply a condition through the state machine; a change emits the matching event."""
+        changed = set_condition(self.status, type_, value, reason, message, self.now)
+        if changed:
+            warning = type_ in _WARNING_CONDITIONS and value == ConditionStatus.TRUE
+            self.emit(EventType.WARNING if warning else EventType.NORMAL, reason, message)
+        return changed
+
+    def decision(self) -> Decision:
+        return Decision(
+            actions=tuple(self.actions),
+            status=self.status,
+            requeue_after=min(self.wake_ups) if self.wake_ups else None,
+        )

@@ -1,0 +1,135 @@
+"""Replica reconciliation (§4.3): create what is missing, restart what failed, count what is there.
+
+Deliberate improvement: a replica stuck terminating (its node is gone, so nothing confirms the
+deletion) would otherwise keep its slot forever and wedge the job in ``Restarting`` (upstream
+#2072, #2185). Once it is ``STUCK_GRACE_SECONDS`` past its ``deletionTimestamp`` the engine asks
+for a forced deletion; until then it is counted as failed, as upstream counts terminating pods,
+and nothing new is created in its place.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from kubetrain.api.common import ConditionType, ReplicaStatus, RestartPolicy
+from kubetrain.engine.conditions import condition_reason, exit_code_failure_message, restarting_message
+from kubetrain.engine.context import ReconcileContext
+from kubetrain.engine.planning import fills_selector, replica_count, replica_policy, replica_type_selector
+from kubetrain.engine.types import EventType, ObservedReplica, Phase
+from kubetrain.frameworks.addressing import replica_name
+from kubetrain.frameworks.base import ObservedPhase
+
+STUCK_GRACE_SECONDS = 60.0
+"""How long past its deletion deadline a terminating replica may linger before it is force-deleted."""
+
+UNKNOWN_EXIT_CODE = 0xBEEF
+"""Upstream's stand-in when a failed replica has no exit code; it is >= 128, so retryable."""
+
+_ALWAYS_RESTARTED = frozenset({RestartPolicy.ON_FAILURE, RestartPolicy.ALWAYS})
+
+
+def is_retryable(exit_code: int | None) -> bool:
+    """ExitCode policy: 128-255 (killed by a signal, OOM) are retried, 1-127 are permanent."""
+    return (UNKNOWN_EXIT_CODE if exit_code is None else exit_code) >= 128
+
+
+def force_stuck_replicas(ctx: ReconcileContext) -> None:
+    grace = timedelta(seconds=STUCK_GRACE_SECONDS)
+    for replica in ctx.observation.replicas:
+        if not replica.terminating or replica.deletion_timestamp is None:
+            continue
+        stuck_at = replica.deletion_timestamp + grace
+        if ctx.now >= stuck_at:
+            ctx.delete_replica(replica, "stuck", force=True)
+        else:
+            ctx.wake_up_in((stuck_at - ctx.now).total_seconds())
+
+
+def reconcile_replicas(ctx: ReconcileContext) -> list[ObservedPhase]:
+    """Actions and replica counts for every materialised type; returns what the status rules see."""
+    observed = ctx.observed_by_key()
+    materialised = ctx.framework.materialised_replica_types(ctx.job, ctx.traits.colocated)
+    seen: list[ObservedPhase] = []
+    for replica_type in materialised:
+        seen.extend(_reconcile_type(ctx, replica_type, observed))
+    for (replica_type, _), replicas in observed.items():
+        if replica_type not in materialised:
+            for replica in replicas:
+                ctx.delete_replica_and_service(replica, "scale-down")
+    return seen
+
+
+def _reconcile_type(
+    ctx: ReconcileContext, replica_type: str, observed: dict[tuple[str, int], list[ObservedReplica]]
+) -> list[ObservedPhase]:
+    previous = ctx.status.replica_statuses.get(replica_type)
+    counts = ReplicaStatus(restarts=previous.restarts if previous is not None else 0)
+    if fills_selector(ctx.framework):
+        counts.selector = replica_type_selector(ctx.job, replica_type, ctx.framework)
+    ctx.status.replica_statuses[replica_type] = counts
+
+    wanted = replica_count(ctx.job, replica_type)
+    indices = sorted(set(range(wanted)) | {i for (t, i) in observed if t == replica_type})
+    seen: list[ObservedPhase] = []
+    for index in indices:
+        key = (replica_type, index)
+        replicas = observed.get(key, [])
+        if index >= wanted:
+            for replica in replicas:
+                ctx.delete_replica(replica, "scale-down")
+            ctx.delete_service(key)
+            continue
+        if (
+            ctx.observation.services is not None
+            and ctx.framework.per_replica_services
+            and not ctx.has_service(key)
+        ):
+            ctx.create_service(key)
+        if not replicas:
+            ctx.create_replica(key)
+            continue
+        for replica in replicas:
+            _count(counts, replica)
+            seen.append(ObservedPhase(replica_type, index, replica.phase, replica.exit_code, replica.reason))
+            if replica.phase is Phase.FAILED and not replica.terminating:
+                _handle_failure(ctx, replica, counts)
+    return seen
+
+
+def _count(counts: ReplicaStatus, replica: ObservedReplica) -> None:
+    if replica.phase is Phase.RUNNING:
+        # A Running replica that is terminating is lost (its node is gone), not active.
+        if replica.terminating:
+            counts.failed += 1
+        else:
+            counts.active += 1
+    elif replica.phase is Phase.SUCCEEDED:
+        counts.succeeded += 1
+    elif replica.phase is Phase.FAILED:
+        counts.failed += 1
+
+
+def _handle_failure(ctx: ReconcileContext, replica: ObservedReplica, counts: ReplicaStatus) -> None:
+    policy = replica_policy(ctx.job, replica.replica_type, ctx.framework)
+    if replica.exit_code is not None:
+        pod = replica_name(ctx.name, replica.replica_type, replica.index)
+        ctx.emit(
+            EventType.NORMAL,
+            "ExitedWithCode",
+            f"Pod: {ctx.job.namespace}.{pod} exited with code {replica.exit_code}",
+        )
+    if policy in _ALWAYS_RESTARTED or (policy is RestartPolicy.EXIT_CODE and is_retryable(replica.exit_code)):
+        if ctx.delete_replica(replica, "restart"):
+            # The recreated replica starts again from restart count 0: keep what this one used.
+            counts.restarts += replica.restart_count + 1
+        ctx.set_condition(
+            ConditionType.RESTARTING,
+            condition_reason(ctx.kind, ConditionType.RESTARTING),
+            restarting_message(ctx.name, replica.replica_type),
+        )
+    elif policy is RestartPolicy.EXIT_CODE:
+        ctx.set_condition(
+            ConditionType.FAILED,
+            condition_reason(ctx.kind, ConditionType.FAILED),
+            exit_code_failure_message(ctx.name, replica.replica_type),
+        )

@@ -1,0 +1,31 @@
+"""Suspend and resume (§4.7): a suspended job keeps nothing running and restarts from scratch."""
+
+from __future__ import annotations
+
+from kubetrain.api.common import ConditionStatus, ConditionType
+from kubetrain.engine.conditions import condition_reason, resumed_message, suspended_message
+from kubetrain.engine.context import ReconcileContext
+
+
+def suspend(ctx: ReconcileContext) -> None:
+    """Delete every replica and service whatever cleanPodPolicy says, and mark the job Suspended."""
+    ctx.delete_everything("suspend")
+    ctx.delete_pod_group()
+    for replica_status in ctx.status.replica_statuses.values():
+        replica_status.active = 0
+    reason = condition_reason(ctx.kind, ConditionType.SUSPENDED)
+    message = suspended_message(ctx.kind, ctx.name)
+    if ctx.status.is_true(ConditionType.RUNNING):
+        ctx.set_condition(ConditionType.RUNNING, reason, message, ConditionStatus.FALSE)
+    ctx.set_condition(ConditionType.SUSPENDED, reason, message)
+
+
+def resume_if_suspended(ctx: ReconcileContext) -> None:
+    """A job leaving suspension starts its clock again: activeDeadlineSeconds counts from now."""
+    if not ctx.status.is_true(ConditionType.SUSPENDED):
+        return
+    reason = condition_reason(ctx.kind, "Resumed")
+    ctx.set_condition(
+        ConditionType.SUSPENDED, reason, resumed_message(ctx.kind, ctx.name), ConditionStatus.FALSE
+    )
+    ctx.status.start_time = ctx.now
