@@ -39,6 +39,8 @@ class WireModel(BaseModel):
         validate_by_alias=True,
         serialize_by_alias=True,
         extra="ignore",
+        # Field docstrings become schema descriptions, so the CRDs document themselves.
+        use_attribute_docstrings=True,
     )
 
     @model_validator(mode="before")

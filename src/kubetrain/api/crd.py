@@ -1,0 +1,299 @@
+"""CustomResourceDefinitions (``apiextensions.k8s.io/v1``) generated from the job models.
+
+The pydantic JSON schema of a job model is rewritten into a Kubernetes *structural* schema:
+``$defs`` inlined, ``Optional`` collapsed to its type, titles and pydantic defaults dropped,
+``dict[str, Any]`` (pod templates, metrics) kept as ``x-kubernetes-preserve-unknown-fields``
+objects and ``int | str`` as ``x-kubernetes-int-or-string``. Pod templates are not expanded into
+the full ``PodTemplateSpec`` schema: that keeps each CRD a few kilobytes, small enough for a plain
+client-side ``kubectl apply`` (upstream's 600 KB CRDs need ``--server-side``); the engine
+validates templates before it creates pods.
+
+Validation that upstream does in admission webhooks is carried by the CRD itself: schema
+``enum`` and ``minimum`` where a value is checked alone, CEL ``x-kubernetes-validations`` where
+fields are checked together. Every rule here is framework-agnostic; the frameworks layer passes
+kind-specific facts (replica types, the scaled replica type, extra rules) to :func:`crd_for`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from kubetrain.api.jobs import GROUP, TrainingJob
+
+DNS1035_LABEL_MAX = 63
+"""Pods and Services are named ``<job>-<type>-<index>``; a Service name is a DNS-1035 label."""
+
+Schema = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One CEL ``x-kubernetes-validations`` entry; ``message`` names the field and the fix."""
+
+    rule: str
+    message: str
+
+    def to_wire(self) -> dict[str, str]:
+        return {"rule": self.rule, "message": self.message}
+
+
+@dataclass(frozen=True)
+class ScaleSpec:
+    """The ``scale`` subresource: ``kubectl scale`` (and an HPA) resizes this replica type."""
+
+    replica_type: str
+
+
+def crd_for(
+    model: type[TrainingJob],
+    *,
+    replica_types: Sequence[str],
+    scale: ScaleSpec | None = None,
+    managed_by: Sequence[str] = (),
+    validations: Mapping[str, Sequence[Rule]] | None = None,
+    constraints: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The CRD serving ``model``.
+
+    ``replica_types`` are the allowed keys of the replica map (exact case). ``managed_by`` lists
+    the allowed ``spec.runPolicy.managedBy`` values (any value when empty). ``validations`` and
+    ``constraints`` (schema keywords such as ``default`` or ``minimum``, merged into the node) are
+    keyed by schema path (see :func:`schema_node`) and added to the generic ones.
+    """
+    version = model.API_VERSION.rsplit("/", 1)[-1]
+    replica_map = replica_map_field(model)
+    schema = structural_schema(model)
+    schema["properties"]["metadata"] = {"type": "object"}
+
+    _constrain_common_fields(schema, replica_map, replica_types, managed_by)
+    for path, keywords in (constraints or {}).items():
+        schema_node(schema, path).update(keywords)
+    for rules_by_path in (_common_rules(replica_map, replica_types), validations or {}):
+        for path, rules in rules_by_path.items():
+            _add_rules(schema_node(schema, path), rules)
+    schema["description"] = f"{model.KIND} runs a distributed training job ({model.API_VERSION})."
+
+    subresources: dict[str, Any] = {"status": {}}
+    if scale is not None:
+        subresources["scale"] = {
+            "specReplicasPath": f".spec.{replica_map}.{scale.replica_type}.replicas",
+            "statusReplicasPath": f".status.replicaStatuses.{scale.replica_type}.active",
+            "labelSelectorPath": f".status.replicaStatuses.{scale.replica_type}.selector",
+        }
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{model.PLURAL}.{GROUP}"},
+        "spec": {
+            "group": GROUP,
+            "names": {
+                "kind": model.KIND,
+                "listKind": f"{model.KIND}List",
+                "plural": model.PLURAL,
+                "singular": model.KIND.lower(),
+            },
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": version,
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": schema},
+                    "subresources": subresources,
+                    "additionalPrinterColumns": [
+                        {"name": "State", "type": "string", "jsonPath": ".status.conditions[-1:].type"},
+                        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+                    ],
+                }
+            ],
+        },
+    }
+
+
+def to_yaml(crd: Mapping[str, Any]) -> str:
+    """One CRD as the YAML document ``kubectl apply`` takes (keys sorted, like controller-gen)."""
+    return yaml.safe_dump(dict(crd), sort_keys=True, width=100)
+
+
+def replica_map_field(model: type[TrainingJob]) -> str:
+    """The wire name of the model's replica map (``pytorchReplicaSpecs``, ``tfReplicaSpecs``, ...)."""
+    spec_model = model.model_fields["spec"].annotation
+    assert isinstance(spec_model, type)
+    field_name: str = spec_model.REPLICA_SPECS_FIELD
+    return spec_model.model_fields[field_name].alias or field_name
+
+
+def schema_node(schema: Schema, path: str) -> Schema:
+    """The node at a dotted wire path; ``*`` steps into a map's values, ``[]`` into list items."""
+    node = schema
+    for step in path.split(".") if path else []:
+        if step == "*":
+            node = node["additionalProperties"]
+        elif step == "[]":
+            node = node["items"]
+        else:
+            try:
+                node = node["properties"][step]
+            except KeyError:
+                raise KeyError(f"schema has no field {step!r} on the way to {path!r}") from None
+    return node
+
+
+# --- pydantic JSON schema → structural schema ---------------------------------------------------
+
+
+def structural_schema(model: type[TrainingJob]) -> Schema:
+    raw = model.model_json_schema(by_alias=True, mode="validation")
+    definitions = raw.pop("$defs", {})
+    return _structural(raw, definitions, ())
+
+
+_DROPPED = {"title", "default", "$defs"}
+
+
+def _structural(node: Schema, definitions: Mapping[str, Schema], resolving: tuple[str, ...]) -> Schema:
+    if "$ref" in node:
+        name = node["$ref"].rsplit("/", 1)[-1]
+        if name in resolving:
+            raise ValueError(f"recursive model {name} cannot be a structural schema")
+        target = _structural(definitions[name], definitions, (*resolving, name))
+        # A class docstring describes the Python type; the field's own docstring describes the field.
+        target.pop("description", None)
+        return _with_description(target, node)
+    if "anyOf" in node:
+        return _with_description(_collapse_any_of(node["anyOf"], definitions, resolving), node)
+
+    out: Schema = {}
+    for key, value in node.items():
+        if key in _DROPPED:
+            continue
+        if key == "description":
+            out[key] = _short(value)
+        elif key == "const":
+            out["enum"] = [value]
+        elif key == "properties":
+            out[key] = {name: _structural(child, definitions, resolving) for name, child in value.items()}
+        elif key == "items":
+            out[key] = _structural(value, definitions, resolving)
+        elif key == "additionalProperties":
+            if value is not True and value != {}:
+                out[key] = _structural(value, definitions, resolving)
+        else:
+            out[key] = value
+    if out.get("type") == "object" and "properties" not in out and "additionalProperties" not in out:
+        out["x-kubernetes-preserve-unknown-fields"] = True
+    return out
+
+
+def _collapse_any_of(
+    options: Sequence[Schema], definitions: Mapping[str, Schema], resolving: tuple[str, ...]
+) -> Schema:
+    present = [option for option in options if option.get("type") != "null"]
+    if {option.get("type") for option in present} == {"integer", "string"} and len(present) == 2:
+        return {"x-kubernetes-int-or-string": True}
+    if len(present) != 1:
+        raise ValueError(f"a structural schema cannot express the union {present}")
+    # Optional[X] is X: an absent field and a null one mean the same to kubetrain.
+    return _structural(present[0], definitions, resolving)
+
+
+def _with_description(schema: Schema, node: Schema) -> Schema:
+    if "description" in node:
+        schema["description"] = _short(node["description"])
+    return schema
+
+
+def _short(description: str) -> str:
+    """The first paragraph, on one line, with reStructuredText literals as Markdown ones."""
+    first = description.strip().split("\n\n", 1)[0]
+    return re.sub(r"\s+", " ", first).replace("``", "`")
+
+
+# --- validation carried by the CRD ---------------------------------------------------------------
+
+NON_NEGATIVE_RUN_POLICY_FIELDS = ("ttlSecondsAfterFinished", "activeDeadlineSeconds", "backoffLimit")
+
+
+def _constrain_common_fields(
+    schema: Schema, replica_map: str, replica_types: Sequence[str], managed_by: Sequence[str]
+) -> None:
+    run_policy = schema_node(schema, "spec.runPolicy")
+    run_policy["properties"]["suspend"]["default"] = False
+    for name in NON_NEGATIVE_RUN_POLICY_FIELDS:
+        run_policy["properties"][name]["minimum"] = 0
+    if managed_by:
+        run_policy["properties"]["managedBy"]["enum"] = list(managed_by)
+    replicas = schema_node(schema, f"spec.{replica_map}")
+    # Bounding the map keeps the CEL rules over it within the API server's cost budget.
+    replicas["maxProperties"] = len(replica_types)
+    replicas["additionalProperties"]["properties"]["replicas"]["minimum"] = 0
+
+
+def _common_rules(replica_map: str, replica_types: Sequence[str]) -> dict[str, Sequence[Rule]]:
+    specs = f"self.spec.{replica_map}"
+    last_index = f"(has({specs}[t].replicas) && {specs}[t].replicas > 1 ? {specs}[t].replicas - 1 : 0)"
+    allowed = ", ".join(f"'{t}'" for t in replica_types)
+    return {
+        "": [
+            Rule(
+                "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",
+                "metadata.name must be a DNS-1035 label: lowercase letters, digits and '-', "
+                "starting with a letter and ending with a letter or digit",
+            ),
+            Rule(
+                f"{specs}.all(t, size(self.metadata.name) + size(t) + 2 + size(string({last_index}))"
+                f" <= {DNS1035_LABEL_MAX})",
+                f"metadata.name is too long: replica names <name>-<type>-<index> must be at most "
+                f"{DNS1035_LABEL_MAX} characters; shorten the job name",
+            ),
+        ],
+        "spec": [
+            Rule(
+                "(has(self.runPolicy) && has(self.runPolicy.managedBy))"
+                " == (has(oldSelf.runPolicy) && has(oldSelf.runPolicy.managedBy))"
+                " && (!has(self.runPolicy) || !has(self.runPolicy.managedBy)"
+                " || self.runPolicy.managedBy == oldSelf.runPolicy.managedBy)",
+                "spec.runPolicy.managedBy is immutable; delete and recreate the job to change it",
+            ),
+        ],
+        f"spec.{replica_map}": [
+            Rule(
+                f"self.all(t, t in [{allowed}])",
+                f"spec.{replica_map} keys must be replica types {', '.join(replica_types)} (exact case)",
+            ),
+        ],
+        "spec.runPolicy.schedulingPolicy.queue": [
+            Rule("self == oldSelf", "spec.runPolicy.schedulingPolicy.queue is immutable"),
+        ],
+    }
+
+
+def _add_rules(node: Schema, rules: Sequence[Rule]) -> None:
+    node.setdefault("x-kubernetes-validations", []).extend(rule.to_wire() for rule in rules)
+
+
+# --- helpers for kind-specific rules ----------------------------------------------------------------
+
+
+def replica_count_rule(replica_map: str, replica_type: str, *, operator: str, bound: int, fix: str) -> Rule:
+    """A rule on the replica map: ``<type>.replicas <operator> <bound>`` when the type and count are set.
+
+    An unset count passes: defaulting makes it 1, which every bound used here allows.
+    """
+    return Rule(
+        f"!has(self.{replica_type}) || !has(self.{replica_type}.replicas)"
+        f" || self.{replica_type}.replicas {operator} {bound}",
+        f"spec.{replica_map}.{replica_type}.replicas must be {_WORDS[operator]}{bound}; {fix}",
+    )
+
+
+def replica_required_rule(replica_map: str, replica_type: str, *, why: str) -> Rule:
+    return Rule(f"has(self.{replica_type})", f"spec.{replica_map}.{replica_type} is required: {why}")
+
+
+_WORDS = {"==": "", "<=": "at most ", ">=": "at least "}
