@@ -1,0 +1,53 @@
+"""Kubernetes resource quantities (``500m``, ``1Gi``, ``2``): parse, add, and print canonically.
+
+Needed to compute a PodGroup's ``minResources`` as upstream does (the sum of pod requests).
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+from fractions import Fraction
+
+_SUFFIXES: dict[str, Fraction] = {
+    "n": Fraction(1, 10**9),
+    "u": Fraction(1, 10**6),
+    "m": Fraction(1, 1000),
+    "": Fraction(1),
+    "k": Fraction(10**3),
+    "M": Fraction(10**6),
+    "G": Fraction(10**9),
+    "T": Fraction(10**12),
+    "P": Fraction(10**15),
+    "E": Fraction(10**18),
+    "Ki": Fraction(2**10),
+    "Mi": Fraction(2**20),
+    "Gi": Fraction(2**30),
+    "Ti": Fraction(2**40),
+    "Pi": Fraction(2**50),
+    "Ei": Fraction(2**60),
+}
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$")
+
+
+def parse_quantity(value: str | int | float) -> Fraction:
+    """The exact value of a quantity; raises ``ValueError`` naming the bad input."""
+    match = _QUANTITY.match(str(value).strip())
+    if not match or match.group(2) not in _SUFFIXES:
+        raise ValueError(f"invalid resource quantity {value!r}: expected a number with an optional suffix")
+    return Fraction(Decimal(match.group(1))) * _SUFFIXES[match.group(2)]
+
+
+def format_quantity(value: Fraction) -> str:
+    """Whole numbers plainly, otherwise in milli-units (``1500m``), as Kubernetes prints CPU."""
+    if value.denominator == 1:
+        return str(value.numerator)
+    milli = value * 1000
+    if milli.denominator == 1:
+        return f"{milli.numerator}m"
+    return str(float(value))
+
+
+def add_resources(total: dict[str, Fraction], resources: dict[str, str | int]) -> None:
+    for name, quantity in resources.items():
+        total[name] = total.get(name, Fraction(0)) + parse_quantity(quantity)

@@ -1,0 +1,192 @@
+"""Kubernetes manifests for a job's children: Pods, headless Services, PodGroups (§3, §4.9).
+
+Pure functions of the job and the engine's ``ReplicaPlan``; the controller and ``kubetrain plan``
+both render through here, so what ``plan`` prints is what the operator creates.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from kubetrain.api.jobs import TrainingJob
+from kubetrain.engine.gang import VOLCANO
+from kubetrain.engine.planning import (
+    JOB_NAME_LABEL,
+    OPERATOR_NAME_LABEL,
+    REPLICA_INDEX_LABEL,
+    REPLICA_TYPE_LABEL,
+    replica_count,
+)
+from kubetrain.engine.types import ReplicaPlan
+from kubetrain.frameworks.addressing import Addressing
+from kubetrain.frameworks.base import Framework, InitSettings
+from kubetrain.kube.quantity import add_resources, format_quantity
+
+VOLCANO_GROUP = "scheduling.volcano.sh"
+SCHEDULER_PLUGINS_GROUP = "scheduling.x-k8s.io"
+VOLCANO_GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
+VOLCANO_TASK_SPEC_ANNOTATION = "volcano.sh/task-spec"
+SCHEDULER_PLUGINS_POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+SERVICE_SELECTOR_LABELS = (OPERATOR_NAME_LABEL, JOB_NAME_LABEL, REPLICA_TYPE_LABEL, REPLICA_INDEX_LABEL)
+
+
+@dataclass(frozen=True)
+class RenderSettings:
+    """Operator-wide settings that shape children (upstream's command-line flags)."""
+
+    gang_scheduler: str | None = None
+    """``volcano``, a scheduler-plugins scheduler name, or None (``--gang-scheduler-name``)."""
+    init: InitSettings = field(default_factory=InitSettings)
+
+    @property
+    def is_volcano(self) -> bool:
+        return (self.gang_scheduler or "").lower() == VOLCANO
+
+
+def owner_reference(job: TrainingJob) -> dict[str, Any]:
+    return {
+        "apiVersion": job.API_VERSION,
+        "kind": job.KIND,
+        "name": job.name,
+        "uid": job.metadata.uid or "",
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _gang_decoration(
+    pod: dict[str, Any], job: TrainingJob, plan: ReplicaPlan, settings: RenderSettings
+) -> bool:
+    """Point the pod at the gang scheduler; False when the user chose another scheduler (kept, warned)."""
+    spec, metadata = pod["spec"], pod["metadata"]
+    scheduler_kept = True
+    if not spec.get("schedulerName"):
+        spec["schedulerName"] = VOLCANO if settings.is_volcano else settings.gang_scheduler
+    elif spec["schedulerName"] != (VOLCANO if settings.is_volcano else settings.gang_scheduler):
+        scheduler_kept = False
+    if settings.is_volcano:
+        annotations = metadata.setdefault("annotations", {})
+        annotations[VOLCANO_GROUP_NAME_ANNOTATION] = job.name
+        annotations[VOLCANO_TASK_SPEC_ANNOTATION] = plan.replica_type.lower()
+    else:
+        metadata["labels"][SCHEDULER_PLUGINS_POD_GROUP_LABEL] = job.name
+    return scheduler_kept
+
+
+@dataclass(frozen=True)
+class RenderedPod:
+    manifest: dict[str, Any]
+    user_scheduler_kept: bool = True
+    """Gang scheduling is on but the template names another scheduler (upstream warns)."""
+
+
+def render_pod(
+    job: TrainingJob,
+    plan: ReplicaPlan,
+    framework: Framework[Any],
+    addressing: Addressing,
+    settings: RenderSettings,
+) -> RenderedPod:
+    template = copy.deepcopy(plan.template)
+    metadata = {k: v for k, v in (template.get("metadata") or {}).items() if v is not None}
+    metadata.update(name=plan.name, namespace=job.namespace, ownerReferences=[owner_reference(job)])
+    spec = template.get("spec") or {}
+    init = framework.init_containers(job, plan.replica_type, plan.index, addressing, settings.init)
+    if init:
+        spec["initContainers"] = [*(spec.get("initContainers") or []), *init]
+    pod: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+    scheduler_kept = _gang_decoration(pod, job, plan, settings) if settings.gang_scheduler else True
+    return RenderedPod(pod, scheduler_kept)
+
+
+def render_service(job: TrainingJob, plan: ReplicaPlan, framework: Framework[Any]) -> dict[str, Any]:
+    """The headless Service named like its pod, selecting exactly that pod.
+
+    Its ports are the default container's (name and port only, as upstream).
+    """
+    selector = {key: plan.labels[key] for key in SERVICE_SELECTOR_LABELS}
+    containers = (plan.template.get("spec") or {}).get("containers") or []
+    main = next((c for c in containers if c.get("name") == framework.default_container), None)
+    ports = [{"name": p.get("name"), "port": p.get("containerPort")} for p in (main or {}).get("ports") or []]
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": plan.name,
+            "namespace": job.namespace,
+            "labels": dict(selector),
+            "ownerReferences": [owner_reference(job)],
+        },
+        "spec": {"clusterIP": "None", "selector": selector, "ports": ports},
+    }
+
+
+def _pod_requests(template: Mapping[str, Any]) -> dict[str, str | int]:
+    total: dict[str, Fraction] = {}
+    for container in (template.get("spec") or {}).get("containers") or []:
+        resources = container.get("resources") or {}
+        add_resources(total, resources.get("requests") or resources.get("limits") or {})
+    return {name: format_quantity(value) for name, value in total.items()}
+
+
+def min_resources(
+    job: TrainingJob, min_member: int, priority_values: Mapping[str, int] | None = None
+) -> dict[str, str | int]:
+    """Upstream's computed ``minResources``: requests of the first ``min_member`` pods, by priority.
+
+    Replica types are walked in descending order of their template's PriorityClass value (unknown
+    classes count 0), summing each container's requests, or its limits when it has no requests.
+    """
+    values = priority_values or {}
+
+    def priority(replica_type: str) -> int:
+        spec = job.replica_specs[replica_type].template.get("spec") or {}
+        return values.get(str(spec.get("priorityClassName", "")), 0)
+
+    total: dict[str, Fraction] = {}
+    remaining = min_member
+    for replica_type in sorted(job.replica_specs, key=priority, reverse=True):
+        pods = min(remaining, replica_count(job, replica_type))
+        per_pod = _pod_requests(job.replica_specs[replica_type].template)
+        for _ in range(pods):
+            add_resources(total, per_pod)
+        remaining -= pods
+    return {name: format_quantity(value) for name, value in sorted(total.items())}
+
+
+def render_pod_group(
+    job: TrainingJob,
+    min_member: int,
+    settings: RenderSettings,
+    priority_values: Mapping[str, int] | None = None,
+    existing_queue: str | None = None,
+) -> dict[str, Any]:
+    """A Volcano or scheduler-plugins PodGroup named after the job (§4.9)."""
+    policy = job.run_policy.scheduling_policy
+    resources = (
+        dict(policy.min_resources)
+        if policy and policy.min_resources
+        else min_resources(job, min_member, priority_values)
+    )
+    metadata: dict[str, Any] = {
+        "name": job.name,
+        "namespace": job.namespace,
+        "ownerReferences": [owner_reference(job)],
+    }
+    if job.metadata.annotations:
+        metadata["annotations"] = dict(job.metadata.annotations)
+    spec: dict[str, Any] = {"minMember": min_member, "minResources": resources}
+    if settings.is_volcano:
+        spec["queue"] = existing_queue or (policy.queue if policy and policy.queue else "default")
+        if policy and policy.priority_class:
+            spec["priorityClassName"] = policy.priority_class
+        api_version = f"{VOLCANO_GROUP}/v1beta1"
+    else:
+        if policy and policy.schedule_timeout_seconds is not None:
+            spec["scheduleTimeoutSeconds"] = policy.schedule_timeout_seconds
+        api_version = f"{SCHEDULER_PLUGINS_GROUP}/v1alpha1"
+    return {"apiVersion": api_version, "kind": "PodGroup", "metadata": metadata, "spec": spec}
