@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kubetrain.api.jobs import TrainingJob
 from kubetrain.engine.context import ReconcileContext
 from kubetrain.engine.planning import replica_count
 from kubetrain.engine.types import SyncPodGroup
@@ -13,11 +14,16 @@ GANG_WAIT_SECONDS = 5.0
 _NOT_ADMITTED = frozenset({"", "Pending"})
 
 
-def min_member(ctx: ReconcileContext) -> int:
-    policy = ctx.job.run_policy.scheduling_policy
+def min_member_of(job: TrainingJob) -> int:
+    """The PodGroup's ``minMember``: ``schedulingPolicy.minAvailable``, else every replica."""
+    policy = job.run_policy.scheduling_policy
     if policy is not None and policy.min_available is not None:
         return policy.min_available
-    return sum(replica_count(ctx.job, replica_type) for replica_type in ctx.job.replica_specs)
+    return sum(replica_count(job, replica_type) for replica_type in job.replica_specs)
+
+
+def min_member(ctx: ReconcileContext) -> int:
+    return min_member_of(ctx.job)
 
 
 def sync_pod_group(ctx: ReconcileContext) -> bool:
