@@ -1,0 +1,219 @@
+"""Locating, and building when missing, the control-plane binaries.
+
+The Go module in ``tools/envtest`` pins one Kubernetes release; its binaries are built once per machine into a
+cache directory keyed by that version (``~/.cache/kubetrain/envtest/<version>/``), so every later start is
+instant. A build is atomic (into a temporary sibling, then renamed) and serialised by a lock file, so two
+sessions starting at once build once.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+MODULE_ENV = "KUBETRAIN_ENVTEST_MODULE"
+BIN_DIR_ENV = "KUBETRAIN_ENVTEST_BIN_DIR"
+GO_ENV = "KUBETRAIN_GO"
+
+COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "etcd")
+KUBERNETES_PACKAGES = tuple(f"k8s.io/kubernetes/cmd/{name}" for name in COMPONENTS if name != "etcd")
+ETCD_PACKAGE = "./cmd/etcd"
+BUILD_INFO = "build-info.json"
+
+_KUBERNETES_REQUIRE = re.compile(
+    r"^\s*(?:require\s+)?k8s\.io/kubernetes\s+(v\d+\.\d+\.\d+)\s*$", re.MULTILINE
+)
+
+
+class BuildError(RuntimeError):
+    """The binaries are missing and could not be built; the message says what to install or set."""
+
+
+@dataclass(frozen=True)
+class Binaries:
+    """The directory holding one version's binaries."""
+
+    version: str
+    directory: Path
+
+    def path(self, component: str) -> Path:
+        return self.directory / component
+
+    @property
+    def kube_apiserver(self) -> Path:
+        return self.path("kube-apiserver")
+
+    @property
+    def kube_controller_manager(self) -> Path:
+        return self.path("kube-controller-manager")
+
+    @property
+    def kube_scheduler(self) -> Path:
+        return self.path("kube-scheduler")
+
+    @property
+    def kubectl(self) -> Path:
+        return self.path("kubectl")
+
+    @property
+    def etcd(self) -> Path:
+        return self.path("etcd")
+
+    def missing(self) -> list[str]:
+        return [name for name in COMPONENTS if not os.access(self.path(name), os.X_OK)]
+
+
+def module_dir() -> Path:
+    """The Go module that pins the release: ``$KUBETRAIN_ENVTEST_MODULE`` or ``tools/envtest`` of this
+    checkout."""
+    override = os.environ.get(MODULE_ENV)
+    if override:
+        return Path(override)
+    return Path(__file__).resolve().parents[3] / "tools" / "envtest"
+
+
+def kubernetes_version(module: Path | None = None) -> str:
+    """The k8s.io/kubernetes version the Go module requires (``v1.34.4``)."""
+    go_mod = (module or module_dir()) / "go.mod"
+    if not go_mod.is_file():
+        raise BuildError(
+            f"{go_mod} not found: run from a kubetrain checkout or set {MODULE_ENV} to its tools/envtest"
+        )
+    match = _KUBERNETES_REQUIRE.search(go_mod.read_text())
+    if match is None:
+        raise BuildError(f"{go_mod}: no 'require k8s.io/kubernetes vX.Y.Z' line")
+    return match.group(1)
+
+
+def cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "kubetrain" / "envtest"
+
+
+def binaries_dir(version: str) -> Path:
+    override = os.environ.get(BIN_DIR_ENV)
+    return Path(override) if override else cache_root() / version
+
+
+def locate(module: Path | None = None) -> Binaries:
+    """The binaries of the pinned release, whether or not they are built yet."""
+    version = kubernetes_version(module)
+    return Binaries(version, binaries_dir(version))
+
+
+def module_fingerprint(module: Path) -> str:
+    """Hash of go.mod, go.sum and the etcd wrapper: a rebuild is needed when any of them changes."""
+    digest = hashlib.sha256()
+    for name in ("go.mod", "go.sum", "cmd/etcd/main.go"):
+        path = module / name
+        digest.update(name.encode() + b"\0" + (path.read_bytes() if path.exists() else b"") + b"\0")
+    return digest.hexdigest()
+
+
+def is_current(binaries: Binaries, module: Path) -> bool:
+    if binaries.missing():
+        return False
+    info_file = binaries.directory / BUILD_INFO
+    if not info_file.is_file():
+        # A directory given by the user (KUBETRAIN_ENVTEST_BIN_DIR) without build info is taken as it is.
+        return BIN_DIR_ENV in os.environ
+    info = json.loads(info_file.read_text())
+    return bool(info.get("fingerprint") == module_fingerprint(module))
+
+
+def ensure_built(
+    module: Path | None = None, log: Callable[[str], None] = lambda _: None, force: bool = False
+) -> Binaries:
+    """Return the binaries, building them first if they are missing or were built from another
+    go.mod/go.sum."""
+    module = module or module_dir()
+    binaries = locate(module)
+    if not force and is_current(binaries, module):
+        return binaries
+    binaries.directory.parent.mkdir(parents=True, exist_ok=True)
+    lock_path = binaries.directory.parent / f".{binaries.directory.name}.lock"
+    with lock_path.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not force and is_current(binaries, module):
+            return binaries  # another process built them while we waited
+        _build(binaries, module, log)
+    return binaries
+
+
+def ldflags(version: str) -> str:
+    """Strip symbols and stamp the version, so ``kubectl version`` reports the real client and server
+    versions."""
+    major, minor, _ = version.lstrip("v").split(".")
+    flags = ["-s", "-w"]
+    for package in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        flags += [
+            f"-X {package}.gitVersion={version}",
+            f"-X {package}.gitMajor={major}",
+            f"-X {package}.gitMinor={minor}",
+            f"-X {package}.gitTreeState=clean",
+        ]
+    return " ".join(flags)
+
+
+def build_command(go: str, version: str, output: Path) -> list[str]:
+    return [
+        go,
+        "build",
+        "-tags",
+        "providerless",
+        "-trimpath",
+        "-ldflags",
+        ldflags(version),
+        "-o",
+        f"{output}{os.sep}",
+        *KUBERNETES_PACKAGES,
+        ETCD_PACKAGE,
+    ]
+
+
+def _find_go() -> str:
+    candidates = [os.environ.get(GO_ENV), shutil.which("go"), "/usr/local/go/bin/go"]
+    for candidate in candidates:
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    raise BuildError(
+        "the envtest binaries are not built and no Go toolchain was found "
+        f"(PATH, /usr/local/go/bin, ${GO_ENV}); install Go >= 1.24 (https://go.dev/dl) or point "
+        f"${BIN_DIR_ENV} at a directory with {', '.join(COMPONENTS)}"
+    )
+
+
+def _build(binaries: Binaries, module: Path, log: Callable[[str], None]) -> None:
+    go = _find_go()
+    staging = binaries.directory.with_name(binaries.directory.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    command = build_command(go, binaries.version, staging)
+    # Module downloads happen here too (GOFLAGS=-mod=mod), so a clean clone needs nothing but Go and the
+    # proxy.
+    env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"}
+    log(f"building Kubernetes {binaries.version} control plane into {binaries.directory} (minutes when cold)")
+    started = time.monotonic()
+    result = subprocess.run(command, cwd=module, env=env, stdout=sys.stderr, stderr=sys.stderr, check=False)
+    if result.returncode != 0:
+        raise BuildError(f"`{' '.join(command)}` in {module} failed with exit status {result.returncode}")
+    info = {
+        "version": binaries.version,
+        "fingerprint": module_fingerprint(module),
+        "go": subprocess.run([go, "version"], capture_output=True, text=True, check=False).stdout.strip(),
+        "build_seconds": round(time.monotonic() - started, 1),
+    }
+    (staging / BUILD_INFO).write_text(json.dumps(info, indent=2) + "\n")
+    shutil.rmtree(binaries.directory, ignore_errors=True)
+    staging.rename(binaries.directory)
+    log(f"built in {info['build_seconds']} s")

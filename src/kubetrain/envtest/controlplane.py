@@ -1,0 +1,427 @@
+"""Start, stop and inspect one envtest control plane living in a run directory.
+
+A run directory holds everything of one instance: ``pki/``, ``etcd-data/``, ``logs/``, ``pids/``, one
+kubeconfig per identity and ``state.json`` (ports, nodes, version). Ports are free loopback ports chosen at
+start, so several instances (one per run directory) coexist on a machine. Processes are detached and recorded
+by pid, so ``start`` can return while the control plane keeps running, and ``stop`` (any later process) ends
+exactly those processes.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import socket
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from kubetrain.envtest import processes
+from kubetrain.envtest.binaries import Binaries, ensure_built
+from kubetrain.envtest.kubeapi import ApiError, KubeApi
+from kubetrain.envtest.nodes import NodeShape, is_schedulable, register_nodes
+from kubetrain.envtest.pki import ADMIN, CONTROLLER_MANAGER, SCHEDULER, Identity, Pki, generate_pki
+
+RUN_DIR_ENV = "KUBETRAIN_ENVTEST_DIR"
+STATE_FILE = "state.json"
+ADMIN_KUBECONFIG = "admin.kubeconfig"
+SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
+# Start order; stop goes in reverse, so the API server's clients go first and etcd last.
+COMPONENT_ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "node-heartbeat")
+LOG_TAIL_LINES = 20
+
+
+class EnvtestError(RuntimeError):
+    """The control plane did not start or is not running; the message says why and where the logs are."""
+
+
+def default_run_dir() -> Path:
+    override = os.environ.get(RUN_DIR_ENV)
+    if override:
+        return Path(override)
+    state_home = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state_home) / "kubetrain" / "envtest"
+
+
+@dataclass(frozen=True)
+class Ports:
+    etcd_client: int
+    etcd_peer: int
+    apiserver: int
+    controller_manager: int
+    scheduler: int
+
+
+@dataclass(frozen=True)
+class EnvtestOptions:
+    nodes: int = 2
+    node_shape: NodeShape = field(default_factory=NodeShape)
+    ready_timeout_seconds: float = 60.0
+
+
+@dataclass(frozen=True)
+class EnvtestState:
+    """What ``start`` wrote to ``state.json``: enough for ``status``, ``stop`` and the test fixtures."""
+
+    run_dir: Path
+    version: str
+    server: str
+    ports: Ports
+    nodes: list[str]
+    started_at: float
+    start_seconds: dict[str, float]
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.run_dir / ADMIN_KUBECONFIG
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["run_dir"] = str(self.run_dir)
+        return json.dumps(data, indent=2) + "\n"
+
+    @classmethod
+    def read(cls, run_dir: Path) -> EnvtestState | None:
+        try:
+            data = json.loads((run_dir / STATE_FILE).read_text())
+        except (OSError, ValueError):
+            return None
+        return cls(
+            run_dir=Path(data["run_dir"]),
+            version=data["version"],
+            server=data["server"],
+            ports=Ports(**data["ports"]),
+            nodes=list(data["nodes"]),
+            started_at=float(data["started_at"]),
+            start_seconds=dict(data["start_seconds"]),
+        )
+
+
+@dataclass(frozen=True)
+class ComponentStatus:
+    name: str
+    pid: int | None
+    running: bool
+    peak_rss_bytes: int | None
+    log: Path | None
+
+
+@dataclass(frozen=True)
+class EnvtestStatus:
+    run_dir: Path
+    state: EnvtestState | None
+    components: list[ComponentStatus]
+    api_ready: bool
+
+    @property
+    def running(self) -> bool:
+        return self.state is not None and self.api_ready and all(c.running for c in self.components)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def choose_ports() -> Ports:
+    chosen: set[int] = set()
+    while len(chosen) < 5:
+        chosen.add(free_port())
+    etcd_client, etcd_peer, apiserver, controller_manager, scheduler = sorted(chosen)
+    return Ports(etcd_client, etcd_peer, apiserver, controller_manager, scheduler)
+
+
+def write_kubeconfig(path: Path, server: str, pki: Pki, identity: Identity) -> None:
+    config: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "envtest",
+                "cluster": {
+                    "server": server,
+                    "certificate-authority-data": base64.b64encode(pki.ca_cert.read_bytes()).decode(),
+                },
+            }
+        ],
+        "users": [{"name": identity.name, "user": {"token": pki.token(identity)}}],
+        "contexts": [{"name": "envtest", "context": {"cluster": "envtest", "user": identity.name}}],
+        "current-context": "envtest",
+    }
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    path.chmod(0o600)
+
+
+def etcd_args(binaries: Binaries, run_dir: Path, ports: Ports) -> list[str]:
+    client = f"http://127.0.0.1:{ports.etcd_client}"
+    peer = f"http://127.0.0.1:{ports.etcd_peer}"
+    return [
+        str(binaries.etcd),
+        "--name=envtest",
+        f"--data-dir={run_dir / 'etcd-data'}",
+        f"--listen-client-urls={client}",
+        f"--advertise-client-urls={client}",
+        f"--listen-peer-urls={peer}",
+        f"--initial-advertise-peer-urls={peer}",
+        f"--initial-cluster=envtest={peer}",
+        "--initial-cluster-state=new",
+        # A throwaway test store: durability buys nothing and fsync dominates write latency.
+        "--unsafe-no-fsync",
+        "--logger=zap",
+        "--log-level=warn",
+    ]
+
+
+def apiserver_args(binaries: Binaries, pki: Pki, ports: Ports) -> list[str]:
+    server = f"https://127.0.0.1:{ports.apiserver}"
+    return [
+        str(binaries.kube_apiserver),
+        f"--etcd-servers=http://127.0.0.1:{ports.etcd_client}",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={ports.apiserver}",
+        "--advertise-address=127.0.0.1",
+        # The "kubernetes" Endpoints may not hold a loopback address; nothing in the tests needs them.
+        "--endpoint-reconciler-type=none",
+        f"--tls-cert-file={pki.serving_cert}",
+        f"--tls-private-key-file={pki.serving_key}",
+        f"--client-ca-file={pki.ca_cert}",
+        f"--token-auth-file={pki.token_file}",
+        "--authorization-mode=RBAC",
+        f"--service-account-issuer={server}",
+        f"--service-account-key-file={pki.service_account_pub}",
+        f"--service-account-signing-key-file={pki.service_account_key}",
+        f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+        "--allow-privileged=true",
+        # Pods would otherwise race the controller-manager creating each new namespace's default
+        # ServiceAccount.
+        "--disable-admission-plugins=ServiceAccount",
+    ]
+
+
+def controller_manager_args(binaries: Binaries, run_dir: Path, pki: Pki, ports: Ports) -> list[str]:
+    return [
+        str(binaries.kube_controller_manager),
+        f"--kubeconfig={run_dir / 'controller-manager.kubeconfig'}",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={ports.controller_manager}",
+        "--leader-elect=false",
+        # Each controller gets its own ServiceAccount; the shared controller-manager identity may only
+        # list/watch.
+        "--use-service-account-credentials=true",
+        f"--service-account-private-key-file={pki.service_account_key}",
+        f"--root-ca-file={pki.ca_cert}",
+        # Belt and braces with the lease heartbeat: a node whose heartbeat lapses is not tainted away for an
+        # hour.
+        "--node-monitor-grace-period=1h",
+        # Notice Ready fake nodes quickly, to lift the not-ready taint new nodes are created with.
+        "--node-monitor-period=1s",
+    ]
+
+
+def scheduler_args(binaries: Binaries, run_dir: Path, ports: Ports) -> list[str]:
+    return [
+        str(binaries.kube_scheduler),
+        f"--kubeconfig={run_dir / 'scheduler.kubeconfig'}",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={ports.scheduler}",
+        "--leader-elect=false",
+    ]
+
+
+def heartbeat_args(run_dir: Path, nodes: list[str]) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "kubetrain.envtest.nodes",
+        f"--kubeconfig={run_dir / ADMIN_KUBECONFIG}",
+        *nodes,
+    ]
+
+
+def _log_tail(log: Path) -> str:
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join(lines[-LOG_TAIL_LINES:])
+
+
+def _wait_for(
+    what: str, ready: Callable[[], bool], record: processes.ProcessRecord | None, timeout: float
+) -> float:
+    """Poll ``ready`` until true; fail early, with the log tail, if the process died. Returns the seconds
+    taken."""
+    started = time.monotonic()
+    deadline = started + timeout
+    while True:
+        try:
+            if ready():
+                return time.monotonic() - started
+        except (httpx.HTTPError, ApiError, OSError):
+            pass
+        if record is not None and not record.is_running():
+            raise EnvtestError(
+                f"{what}: the process exited; last lines of {record.log}:\n{_log_tail(record.log)}"
+            )
+        if time.monotonic() > deadline:
+            detail = f"; last lines of {record.log}:\n{_log_tail(record.log)}" if record else ""
+            raise EnvtestError(f"{what}: not ready after {timeout:.0f} s{detail}")
+        time.sleep(0.05)
+
+
+def _http_ok(url: str, **kwargs: Any) -> bool:
+    return httpx.get(url, timeout=2.0, **kwargs).status_code == 200
+
+
+def start(
+    run_dir: Path,
+    options: EnvtestOptions | None = None,
+    log: Callable[[str], None] = lambda _: None,
+) -> EnvtestState:
+    """Start a fresh control plane in ``run_dir`` (building binaries first if needed) and wait until it is
+    usable: API ready, controllers working, nodes schedulable. An instance already running there is
+    returned as it is."""
+    options = options or EnvtestOptions()
+    current = status(run_dir)
+    if current.running and current.state is not None:
+        log(f"envtest already running in {run_dir}")
+        return current.state
+    stop(run_dir)  # leftovers of a crashed or half-started instance
+
+    binaries = ensure_built(log=log)
+    started_at = time.time()
+    clock = time.monotonic()
+    _reset_run_dir(run_dir)
+    pki = generate_pki(run_dir / "pki")
+    ports = choose_ports()
+    server = f"https://127.0.0.1:{ports.apiserver}"
+    for identity, filename in (
+        (ADMIN, ADMIN_KUBECONFIG),
+        (SCHEDULER, "scheduler.kubeconfig"),
+        (CONTROLLER_MANAGER, "controller-manager.kubeconfig"),
+    ):
+        write_kubeconfig(run_dir / filename, server, pki, identity)
+    timings: dict[str, float] = {}
+    try:
+        timings.update(_start_components(run_dir, binaries, pki, ports, options))
+        with KubeApi.from_kubeconfig(run_dir / ADMIN_KUBECONFIG) as api:
+            nodes = register_nodes(api, options.nodes, options.node_shape, binaries.version)
+            heartbeat = processes.spawn(run_dir, "node-heartbeat", heartbeat_args(run_dir, nodes))
+            timings["nodes-schedulable"] = _wait_for(
+                "fake nodes schedulable (node-lifecycle lifts the not-ready taint)",
+                lambda: all(is_schedulable(api.get(f"/api/v1/nodes/{name}")) for name in nodes),
+                heartbeat,
+                options.ready_timeout_seconds,
+            )
+            timings["controllers-working"] = _wait_for(
+                "controller-manager creating the default ServiceAccount",
+                lambda: api.exists("/api/v1/namespaces/default/serviceaccounts/default"),
+                processes.read_record(run_dir, "kube-controller-manager"),
+                options.ready_timeout_seconds,
+            )
+    except BaseException:
+        stop(run_dir)
+        raise
+    timings["total"] = time.monotonic() - clock
+    state = EnvtestState(
+        run_dir=run_dir,
+        version=binaries.version,
+        server=server,
+        ports=ports,
+        nodes=nodes,
+        started_at=started_at,
+        start_seconds={name: round(seconds, 3) for name, seconds in timings.items()},
+    )
+    (run_dir / STATE_FILE).write_text(state.to_json())
+    return state
+
+
+def _reset_run_dir(run_dir: Path) -> None:
+    for name in ("etcd-data", "pki", "pids", "logs", STATE_FILE):
+        path = run_dir / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "etcd-data").mkdir(mode=0o700)
+
+
+def _start_components(
+    run_dir: Path, binaries: Binaries, pki: Pki, ports: Ports, options: EnvtestOptions
+) -> dict[str, float]:
+    timeout = options.ready_timeout_seconds
+    timings: dict[str, float] = {}
+    etcd = processes.spawn(run_dir, "etcd", etcd_args(binaries, run_dir, ports))
+    timings["etcd"] = _wait_for(
+        "etcd /health", lambda: _http_ok(f"http://127.0.0.1:{ports.etcd_client}/health"), etcd, timeout
+    )
+
+    apiserver = processes.spawn(run_dir, "kube-apiserver", apiserver_args(binaries, pki, ports))
+    admin = {"Authorization": f"Bearer {pki.token(ADMIN)}"}
+    timings["kube-apiserver"] = _wait_for(
+        "kube-apiserver /readyz",
+        lambda: _http_ok(
+            f"https://127.0.0.1:{ports.apiserver}/readyz", headers=admin, verify=str(pki.ca_cert)
+        ),
+        apiserver,
+        timeout,
+    )
+
+    # Both only need the API server; start them together and wait for each.
+    manager = processes.spawn(
+        run_dir, "kube-controller-manager", controller_manager_args(binaries, run_dir, pki, ports)
+    )
+    scheduler = processes.spawn(run_dir, "kube-scheduler", scheduler_args(binaries, run_dir, ports))
+    # They serve /healthz with a self-signed certificate of their own; only liveness matters here.
+    timings["kube-controller-manager"] = _wait_for(
+        "kube-controller-manager /healthz",
+        lambda: _http_ok(f"https://127.0.0.1:{ports.controller_manager}/healthz", verify=False),
+        manager,
+        timeout,
+    )
+    timings["kube-scheduler"] = _wait_for(
+        "kube-scheduler /healthz",
+        lambda: _http_ok(f"https://127.0.0.1:{ports.scheduler}/healthz", verify=False),
+        scheduler,
+        timeout,
+    )
+    return timings
+
+
+def stop(run_dir: Path) -> list[str]:
+    """Stop every process this run directory recorded, clients first; return the names of those that were
+    running."""
+    stopped = [name for name in reversed(COMPONENT_ORDER) if processes.terminate(run_dir, name)]
+    (run_dir / STATE_FILE).unlink(missing_ok=True)
+    return stopped
+
+
+def status(run_dir: Path) -> EnvtestStatus:
+    state = EnvtestState.read(run_dir)
+    components: list[ComponentStatus] = []
+    for name in COMPONENT_ORDER:
+        record = processes.read_record(run_dir, name)
+        if record is None:
+            components.append(ComponentStatus(name, None, False, None, None))
+        else:
+            components.append(
+                ComponentStatus(name, record.pid, record.is_running(), record.peak_rss_bytes(), record.log)
+            )
+    api_ready = False
+    if state is not None:
+        try:
+            with KubeApi.from_kubeconfig(state.kubeconfig) as api:
+                api_ready = api.is_ok("/readyz")
+        except (httpx.HTTPError, ApiError, OSError, ValueError):
+            api_ready = False
+    return EnvtestStatus(run_dir, state, components, api_ready)

@@ -1,0 +1,206 @@
+"""A small JSON client for the Kubernetes API, enough for envtest's own work (nodes, pod driver, readiness).
+
+envtest stays independent of the rest of kubetrain, and it needs a watch it can stop between events (the pod
+driver's deletion finisher runs in a thread), so it talks to the API server directly with httpx. Objects are
+plain dicts, as on the wire.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import ssl
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import httpx
+import yaml
+
+KubeObject = dict[str, Any]
+
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+
+
+class ApiError(Exception):
+    """A non-2xx answer of the API server, with its Status reason and message."""
+
+    def __init__(self, code: int, reason: str, message: str) -> None:
+        super().__init__(f"{code} {reason}: {message}")
+        self.code = code
+        self.reason = reason
+        self.message = message
+
+
+class KubeconfigError(ValueError):
+    """A kubeconfig this client cannot use; the message names the field."""
+
+
+@dataclass(frozen=True)
+class Connection:
+    """Where and how to reach one API server, resolved from a kubeconfig's current context."""
+
+    server: str
+    verify: ssl.SSLContext | bool
+    headers: Mapping[str, str]
+
+
+def load_connection(kubeconfig: Path, context: str | None = None) -> Connection:
+    """Resolve the current (or given) context of a kubeconfig: server, CA, bearer token or client
+    certificate."""
+    config = yaml.safe_load(kubeconfig.read_text()) or {}
+    context_name = context or config.get("current-context")
+    if not context_name:
+        raise KubeconfigError(f"{kubeconfig}: current-context is empty; set it or pass a context name")
+    context_entry = _named(config, "contexts", context_name, kubeconfig)["context"]
+    cluster = _named(config, "clusters", context_entry["cluster"], kubeconfig)["cluster"]
+    user = _named(config, "users", context_entry["user"], kubeconfig).get("user") or {}
+    base = kubeconfig.parent
+
+    context_ssl = ssl.create_default_context()
+    if cluster.get("insecure-skip-tls-verify"):
+        context_ssl.check_hostname = False
+        context_ssl.verify_mode = ssl.CERT_NONE
+    elif "certificate-authority-data" in cluster:
+        context_ssl.load_verify_locations(
+            cadata=base64.b64decode(cluster["certificate-authority-data"]).decode()
+        )
+    elif "certificate-authority" in cluster:
+        context_ssl.load_verify_locations(cafile=str(base / cluster["certificate-authority"]))
+
+    headers: dict[str, str] = {}
+    if "token" in user:
+        headers["Authorization"] = f"Bearer {user['token']}"
+    elif "tokenFile" in user:
+        headers["Authorization"] = f"Bearer {(base / user['tokenFile']).read_text().strip()}"
+    elif "client-certificate-data" in user or "client-certificate" in user:
+        _load_client_certificate(context_ssl, user, base)
+    elif user:
+        raise KubeconfigError(
+            f"{kubeconfig}: users[{context_entry['user']}] uses {sorted(user)}; envtest supports token, "
+            "tokenFile and client-certificate users"
+        )
+    return Connection(server=cluster["server"].rstrip("/"), verify=context_ssl, headers=headers)
+
+
+def _named(config: Mapping[str, Any], section: str, name: str, path: Path) -> Mapping[str, Any]:
+    for entry in config.get(section) or []:
+        if entry.get("name") == name:
+            return cast(Mapping[str, Any], entry)
+    raise KubeconfigError(f"{path}: {section} has no entry named {name!r}")
+
+
+def _load_client_certificate(context_ssl: ssl.SSLContext, user: Mapping[str, Any], base: Path) -> None:
+    if "client-certificate-data" in user:
+        # ssl only loads certificate chains from files.
+        with tempfile.TemporaryDirectory() as scratch:
+            cert = Path(scratch) / "client.crt"
+            key = Path(scratch) / "client.key"
+            cert.write_bytes(base64.b64decode(user["client-certificate-data"]))
+            key.write_bytes(base64.b64decode(user["client-key-data"]))
+            context_ssl.load_cert_chain(cert, key)
+    else:
+        context_ssl.load_cert_chain(base / user["client-certificate"], base / user["client-key"])
+
+
+class KubeApi:
+    """Synchronous JSON calls on API paths (``/api/v1/namespaces/x/pods``). Thread-safe, as httpx.Client
+    is."""
+
+    def __init__(self, connection: Connection, timeout: float = 10.0) -> None:
+        self._connection = connection
+        self._http = httpx.Client(
+            base_url=connection.server,
+            verify=connection.verify,
+            headers=dict(connection.headers),
+            timeout=timeout,
+        )
+
+    @classmethod
+    def from_kubeconfig(cls, kubeconfig: Path, context: str | None = None) -> KubeApi:
+        return cls(load_connection(kubeconfig, context))
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> KubeApi:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def get(self, path: str, params: Mapping[str, str] | None = None) -> KubeObject:
+        return self._json(self._http.get(path, params=params))
+
+    def create(self, path: str, body: Mapping[str, Any]) -> KubeObject:
+        return self._json(self._http.post(path, json=body))
+
+    def replace(self, path: str, body: Mapping[str, Any]) -> KubeObject:
+        return self._json(self._http.put(path, json=body))
+
+    def patch(self, path: str, body: Mapping[str, Any], content_type: str = MERGE_PATCH) -> KubeObject:
+        return self._json(
+            self._http.patch(path, content=json.dumps(body), headers={"Content-Type": content_type})
+        )
+
+    def delete(self, path: str, body: Mapping[str, Any] | None = None) -> KubeObject:
+        response = self._http.request("DELETE", path, json=body or {})
+        return self._json(response)
+
+    def is_ok(self, path: str) -> bool:
+        """True when a plain-text health endpoint (``/readyz``, ``/livez``) answers 200."""
+        return self._http.get(path).status_code == 200
+
+    def exists(self, path: str) -> bool:
+        try:
+            self.get(path)
+        except ApiError as error:
+            if error.code == 404:
+                return False
+            raise
+        return True
+
+    def watch(
+        self, path: str, resource_version: str, timeout_seconds: int
+    ) -> Iterator[tuple[str, KubeObject]]:
+        """Events after ``resource_version`` until the server ends the watch (after ``timeout_seconds``).
+
+        Raises ApiError(410) when the version is too old; the caller lists again and resumes from the list's
+        version.
+        """
+        params = {
+            "watch": "true",
+            "resourceVersion": resource_version,
+            "timeoutSeconds": str(timeout_seconds),
+            "allowWatchBookmarks": "true",
+        }
+        timeout = httpx.Timeout(10.0, read=timeout_seconds + 10.0)
+        with self._http.stream("GET", path, params=params, timeout=timeout) as response:
+            if response.status_code >= 300:
+                response.read()
+                self._json(response)
+            for line in response.iter_lines():
+                if not line:
+                    continue
+                event = json.loads(line)
+                if event["type"] == "ERROR":
+                    status = event["object"]
+                    raise ApiError(
+                        status.get("code", 500), status.get("reason", ""), status.get("message", "")
+                    )
+                yield event["type"], event["object"]
+
+    @staticmethod
+    def _json(response: httpx.Response) -> KubeObject:
+        if response.status_code >= 300:
+            try:
+                status = response.json()
+            except ValueError:
+                status = {"message": response.text}
+            raise ApiError(response.status_code, status.get("reason", ""), status.get("message", ""))
+        if not response.content:
+            return {}
+        return cast(KubeObject, response.json())

@@ -1,0 +1,126 @@
+"""Detached child processes recorded by pid file, so a later ``stop`` (another process) can find and end them.
+
+A pid file holds the pid and the process start time: a pid the kernel has since given to an unrelated process
+is recognised as stale and never signalled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+# Popen objects of children started here; kept so they are not finalised (and warned about) while still
+# running.
+_CHILDREN: list[subprocess.Popen[bytes]] = []
+
+
+@dataclass(frozen=True)
+class ProcessRecord:
+    name: str
+    pid: int
+    create_time: float
+    log: Path
+
+    def is_running(self) -> bool:
+        try:
+            process = psutil.Process(self.pid)
+            # create_time is rounded differently by platforms; a second of slack still rules out pid reuse.
+            return (
+                abs(process.create_time() - self.create_time) < 1.0
+                and process.status() != psutil.STATUS_ZOMBIE
+            )
+        except psutil.Error:
+            return False
+
+    def peak_rss_bytes(self) -> int | None:
+        """VmHWM: the most resident memory this process has used."""
+        try:
+            for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+        except OSError:
+            return None
+        return None
+
+
+def pid_file(run_dir: Path, name: str) -> Path:
+    return run_dir / "pids" / f"{name}.pid"
+
+
+def spawn(
+    run_dir: Path, name: str, argv: Sequence[str], env: Mapping[str, str] | None = None
+) -> ProcessRecord:
+    """Start ``argv`` in its own session (it outlives the caller and its terminal), logging to
+    ``logs/<name>.log``."""
+    log = run_dir / "logs" / f"{name}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as output:
+        child = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=dict(env) if env is not None else None,
+            cwd=run_dir,
+        )
+    _CHILDREN.append(child)
+    record = ProcessRecord(name, child.pid, psutil.Process(child.pid).create_time(), log)
+    path = pid_file(run_dir, name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        json.dumps({"pid": record.pid, "create_time": record.create_time, "log": str(log)}) + "\n"
+    )
+    return record
+
+
+def read_record(run_dir: Path, name: str) -> ProcessRecord | None:
+    path = pid_file(run_dir, name)
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return ProcessRecord(name, int(data["pid"]), float(data["create_time"]), Path(data["log"]))
+
+
+def terminate(run_dir: Path, name: str, grace_seconds: float = 10.0) -> bool:
+    """SIGTERM the recorded process, SIGKILL it after the grace period; remove its pid file. True if it was
+    alive."""
+    record = read_record(run_dir, name)
+    if record is None:
+        return False
+    was_running = record.is_running()
+    if was_running:
+        _signal(record.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace_seconds
+        while record.is_running() and time.monotonic() < deadline:
+            _reap(record.pid)
+            time.sleep(0.05)
+        if record.is_running():
+            _signal(record.pid, signal.SIGKILL)
+            while record.is_running():
+                _reap(record.pid)
+                time.sleep(0.05)
+    _reap(record.pid)
+    pid_file(run_dir, name).unlink(missing_ok=True)
+    return was_running
+
+
+def _signal(pid: int, signum: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signum)
+
+
+def _reap(pid: int) -> None:
+    """Collect the exit status when the process is our own child (started in this Python process)."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)

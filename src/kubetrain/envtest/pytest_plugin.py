@@ -1,0 +1,101 @@
+"""pytest fixtures for tests against the envtest control plane.
+
+Use them from a conftest.py::
+
+    from kubetrain.envtest.pytest_plugin import envtest, kube_api, namespace, pod_driver  # noqa: F401
+
+Which cluster the session uses, in order:
+
+1. ``KUBETRAIN_KUBECONFIG`` names a kubeconfig: that cluster (its nodes must be envtest fake nodes for the pod
+   driver); nothing is started or stopped.
+2. An envtest is already running in ``KUBETRAIN_ENVTEST_DIR`` (default
+   ``~/.local/state/kubetrain/envtest``, where ``kubetrain envtest start`` puts it): that one, left running
+   afterwards. Fast for repeated runs.
+3. Otherwise a fresh envtest is started in a temporary directory for the session and stopped at its end,
+   whether the tests pass or fail.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from kubetrain.envtest import controlplane
+from kubetrain.envtest.kubeapi import ApiError, KubeApi
+from kubetrain.envtest.poddriver import PodDriver
+
+KUBECONFIG_ENV = "KUBETRAIN_KUBECONFIG"
+
+
+@dataclass(frozen=True)
+class EnvtestCluster:
+    """The cluster of this test session."""
+
+    kubeconfig: Path
+    run_dir: Path | None
+    """The envtest run directory; None for a cluster given by KUBETRAIN_KUBECONFIG."""
+    started_here: bool
+
+
+@pytest.fixture(scope="session")
+def envtest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EnvtestCluster]:
+    given = os.environ.get(KUBECONFIG_ENV)
+    if given:
+        yield EnvtestCluster(Path(given), None, started_here=False)
+        return
+    shared_dir = controlplane.default_run_dir()
+    running = controlplane.status(shared_dir)
+    if running.running and running.state is not None:
+        yield EnvtestCluster(running.state.kubeconfig, shared_dir, started_here=False)
+        return
+    run_dir = tmp_path_factory.mktemp("envtest")
+    state = controlplane.start(run_dir)
+    try:
+        yield EnvtestCluster(state.kubeconfig, run_dir, started_here=True)
+    finally:
+        controlplane.stop(run_dir)
+
+
+@pytest.fixture(scope="session")
+def kube_api(envtest: EnvtestCluster) -> Iterator[KubeApi]:
+    with KubeApi.from_kubeconfig(envtest.kubeconfig) as api:
+        yield api
+
+
+@pytest.fixture(scope="session")
+def _session_pod_driver(kube_api: KubeApi) -> Iterator[PodDriver]:
+    with PodDriver(kube_api) as driver:
+        yield driver
+
+
+@pytest.fixture
+def pod_driver(_session_pod_driver: PodDriver) -> Iterator[PodDriver]:
+    """The kubelet stand-in. Nodes a test declares lost are recovered after it, so tests stay independent."""
+    yield _session_pod_driver
+    _session_pod_driver.recover_nodes()
+
+
+def _namespace_name(test_name: str) -> str:
+    stem = re.sub(r"[^a-z0-9-]+", "-", test_name.lower()).strip("-")[:40].strip("-")
+    return f"{stem or 'test'}-{secrets.token_hex(3)}"
+
+
+@pytest.fixture
+def namespace(kube_api: KubeApi, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace for one test, deleted (without waiting) after it."""
+    name = _namespace_name(request.node.name)
+    kube_api.create(
+        "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+    )
+    yield name
+    try:
+        kube_api.delete(f"/api/v1/namespaces/{name}")
+    except ApiError as error:
+        if error.code != 404:
+            raise

@@ -1,0 +1,42 @@
+"""Processes are recorded by pid and start time; stop ends exactly the recorded process."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from kubetrain.envtest import processes
+
+SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
+
+
+def test_a_spawned_process_is_recorded_and_terminated_by_its_pid_file(tmp_path: Path) -> None:
+    record = processes.spawn(tmp_path, "sleeper", SLEEPER)
+    assert processes.read_record(tmp_path, "sleeper") == record
+    assert record.is_running()
+
+    assert processes.terminate(tmp_path, "sleeper")
+
+    assert not record.is_running()
+    assert not processes.pid_file(tmp_path, "sleeper").exists()
+
+
+def test_a_pid_reused_by_another_process_is_not_signalled(tmp_path: Path) -> None:
+    record = processes.spawn(tmp_path, "sleeper", SLEEPER)
+    try:
+        # The same pid with another start time: the recorded process is gone, the pid belongs to someone else.
+        stale = {"pid": record.pid, "create_time": record.create_time - 1000, "log": str(record.log)}
+        processes.pid_file(tmp_path, "sleeper").write_text(json.dumps(stale))
+
+        assert not processes.terminate(tmp_path, "sleeper")
+        assert record.is_running()
+    finally:
+        processes.pid_file(tmp_path, "sleeper").write_text(
+            json.dumps({"pid": record.pid, "create_time": record.create_time, "log": str(record.log)})
+        )
+        processes.terminate(tmp_path, "sleeper")
+
+
+def test_terminating_a_name_that_was_never_started_reports_nothing_running(tmp_path: Path) -> None:
+    assert not processes.terminate(tmp_path, "never-started")
