@@ -5,6 +5,8 @@ from __future__ import annotations
 import typer
 
 from kubetrain import __version__
+from kubetrain.cli import local_commands, manifests, run
+from kubetrain.cli.envtest import app as envtest_app
 
 app = typer.Typer(
     name="kubetrain",
@@ -27,3 +29,10 @@ def version() -> None:
     Example: kubetrain version
     """
     typer.echo(__version__)
+
+
+app.command("run")(run.run_command)
+app.command("get")(local_commands.get)
+app.command("logs")(local_commands.logs)
+app.add_typer(envtest_app)
+app.add_typer(manifests.app)

@@ -132,7 +132,8 @@ class PlainDisplay:
             now = (replica.phase, replica.restarts)
             if self._last.get(replica.name) != now:
                 self._last[replica.name] = now
-                self.note(f"{replica.name} {replica.phase} (pid {replica.pid}, restarts {replica.restarts})")
+                detail = f"pid {replica.pid}" if replica.pid else f"exit code {replica.exit_code}"
+                self.note(f"{replica.name} {replica.phase} ({detail}, restarts {replica.restarts})")
         condition = snapshot.last_condition
         headline = f"{condition.type}: {condition.message}" if condition else ""
         if headline and headline != self._last_headline:

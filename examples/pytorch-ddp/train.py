@@ -1,0 +1,112 @@
+"""Data-parallel training of a small regression MLP over gloo, on synthetic data, on CPU.
+
+Rendezvous comes from the environment a PyTorchJob injects (MASTER_ADDR, MASTER_PORT, RANK,
+WORLD_SIZE), exactly as on a cluster. Rank 0 writes a checkpoint every ``--checkpoint-every``
+steps to a directory every replica can read; on start every rank resumes from it, so a replica
+restarted by its restart policy continues where the job left off instead of starting over.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+FEATURES = 16
+SAMPLES_PER_RANK = 256
+
+
+def synthetic_shard(rank: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """y = sin(x·w) + noise, the same target function on every rank, a different shard per rank."""
+    target = torch.Generator().manual_seed(1234)
+    weights = torch.randn(FEATURES, 1, generator=target)
+    shard = torch.Generator().manual_seed(1000 + rank)
+    x = torch.randn(SAMPLES_PER_RANK, FEATURES, generator=shard)
+    y = torch.sin(x @ weights) + 0.05 * torch.randn(SAMPLES_PER_RANK, 1, generator=shard)
+    return x, y
+
+
+def make_model() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(FEATURES, 64), nn.Tanh(), nn.Linear(64, 1))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--checkpoint-dir", type=Path, default=Path(".state/checkpoints/pytorch-ddp"))
+    parser.add_argument("--checkpoint-every", type=int, default=10)
+    parser.add_argument(
+        "--step-seconds", type=float, default=0.0, help="Pause per step (slows the demo down)."
+    )
+    parser.add_argument("--fail-at-step", type=int, default=-1, help="Rank --fail-rank exits 1 here, once.")
+    parser.add_argument("--fail-rank", type=int, default=-1)
+    args = parser.parse_args()
+
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    address = f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
+    print(f"rank {rank}/{world} joined the process group via {address}")
+
+    model = DistributedDataParallel(make_model())
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    checkpoint = args.checkpoint_dir / "checkpoint.pt"
+    start = 0
+    if checkpoint.exists():
+        state = torch.load(checkpoint, weights_only=True)
+        model.module.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        start = int(state["step"])
+        print(f"rank {rank} resumed from checkpoint at step {start}")
+
+    x, y = synthetic_shard(rank)
+    loss_fn = nn.MSELoss()
+    failure_marker = args.checkpoint_dir / f"failed-once-rank-{rank}"
+    for step in range(start, args.steps):
+        if rank == args.fail_rank and step == args.fail_at_step and not failure_marker.exists():
+            failure_marker.parent.mkdir(parents=True, exist_ok=True)
+            failure_marker.touch()
+            print(f"rank {rank} fails on purpose at step {step}", flush=True)
+            return 1
+        optimizer.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()
+        mean = loss.detach().clone()
+        dist.all_reduce(mean)
+        mean /= world
+        if rank == 0 and (step % 5 == 0 or step == args.steps - 1):
+            print(f"step {step} loss {mean.item():.5f}")
+        if rank == 0 and (step + 1) % args.checkpoint_every == 0:
+            args.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+            temporary = checkpoint.with_suffix(".tmp")
+            torch.save(
+                {"model": model.module.state_dict(), "optimizer": optimizer.state_dict(), "step": step + 1},
+                temporary,
+            )
+            temporary.replace(checkpoint)
+            print(f"checkpoint at step {step + 1}")
+        if args.step_seconds:
+            time.sleep(args.step_seconds)
+
+    dist.barrier()
+    if rank == 0:
+        # A finished run leaves no checkpoint behind, so the next run trains from scratch.
+        torch.save(model.module.state_dict(), args.checkpoint_dir / "model.pt")
+        checkpoint.unlink(missing_ok=True)
+        for marker in args.checkpoint_dir.glob("failed-once-rank-*"):
+            marker.unlink()
+        print("training finished")
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+"""``kubetrain run FILE``: run a job manifest on this machine, every replica a local process."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import typer
+
+from kubetrain.api.errors import InvalidJobError
+from kubetrain.api.manifest import load_jobs
+from kubetrain.engine.admission import admit
+from kubetrain.local.gpus import GpuShortageError
+from kubetrain.local.runner import LocalRun, Outcome, RunOptions
+from kubetrain.local.state import STATE_DIR_ENV, RunDirectory, default_state_dir
+
+EXIT_SUCCEEDED = 0
+EXIT_FAILED = 1
+EXIT_INVALID = 2
+EXIT_INTERRUPTED = 130
+
+_EXIT_CODES = {
+    Outcome.SUCCEEDED: EXIT_SUCCEEDED,
+    Outcome.FAILED: EXIT_FAILED,
+    Outcome.INTERRUPTED: EXIT_INTERRUPTED,
+}
+
+
+def _fail(message: str, code: int) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(code)
+
+
+def run_command(
+    file: Path = typer.Argument(
+        ..., help="The job manifest (YAML or JSON) with exactly one job.", exists=True
+    ),
+    state_dir: Path | None = typer.Option(
+        None,
+        "--state-dir",
+        envvar=STATE_DIR_ENV,
+        help="Where runs keep status.json and logs (default ~/.local/state/kubetrain/runs).",
+    ),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print the replicas' logs only."),
+    grace_period: float = typer.Option(
+        30.0, "--grace-period", min=0.0, help="Seconds between SIGTERM and SIGKILL when stopping a replica."
+    ),
+) -> None:
+    """Run a training job on this machine: every replica a process, same env and semantics as on Kubernetes.
+
+    Exit status: 0 Succeeded, 1 Failed, 2 invalid manifest, 130 interrupted (Ctrl-C).
+
+    Example: kubetrain run examples/pytorch-ddp/job.yaml
+    """
+    try:
+        jobs = load_jobs(file)
+        if len(jobs) != 1:
+            raise _fail(f"{file} holds {len(jobs)} jobs; kubetrain run runs exactly one", EXIT_INVALID)
+        job = admit(jobs[0])
+        if not job.name:
+            raise _fail(
+                "metadata.name: Required value: name the job (it names the run's state)", EXIT_INVALID
+            )
+        root = state_dir or default_state_dir()
+        previous = RunDirectory(root, job.name).read()
+        if previous is not None and not previous.finished and previous.runner_alive():
+            raise _fail(
+                f"job {job.name} is already running locally (runner pid {previous.runner_pid}); "
+                "stop it or give this job another metadata.name",
+                EXIT_FAILED,
+            )
+        options = RunOptions(state_dir=root, grace_period=grace_period, quiet=quiet, adopt_orphans=True)
+        local_run = LocalRun(job, options)
+    except InvalidJobError as error:
+        lines = "\n".join(f"  {e}" for e in error.errors)
+        raise _fail(f"{file} is not a valid job:\n{lines}", EXIT_INVALID) from None
+    except GpuShortageError as error:
+        raise _fail(str(error), EXIT_FAILED) from None
+    result = asyncio.run(local_run.run())
+    raise typer.Exit(_EXIT_CODES[result.outcome])

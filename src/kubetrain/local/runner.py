@@ -1,0 +1,330 @@
+"""``kubetrain run``: observe the processes, ask the engine, carry out its decision, show it.
+
+The loop is the local twin of the operator's reconcile: the processes are observed as pods would
+be (phase, exit code, restarts), the engine's ``reconcile`` decides everything (restarts,
+backoffLimit, activeDeadlineSeconds, cleanPodPolicy, success and failure), and the runner only
+creates and deletes processes. It reconciles whenever a process changes and no later than the
+engine's ``requeue_after``. When the job has finished, or on Ctrl-C / SIGTERM, every replica still
+running is stopped (SIGTERM, grace period, SIGKILL): a local run never leaves processes behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from kubetrain.api.common import ConditionType
+from kubetrain.api.jobs import TrainingJob
+from kubetrain.engine.planning import desired_replicas, plan_replica
+from kubetrain.engine.reconciler import reconcile
+from kubetrain.engine.types import (
+    Action,
+    CreateReplica,
+    DeleteReplica,
+    EmitEvent,
+    EventType,
+    Observation,
+    ReplicaPlan,
+    Traits,
+)
+from kubetrain.frameworks.addressing import LocalAddressing
+from kubetrain.frameworks.base import Framework
+from kubetrain.frameworks.registry import framework_for
+from kubetrain.local import orphans
+from kubetrain.local.display import ConditionView, Display, Snapshot, make_display
+from kubetrain.local.gpus import CUDA_VISIBLE_DEVICES, GpuRequest, assign_gpus, detect_gpus, requested_gpus
+from kubetrain.local.launch import launch_spec, main_container, replica_field_path, short_name
+from kubetrain.local.logs import ReplicaLog
+from kubetrain.local.ports import allocate_addressing
+from kubetrain.local.process import LaunchSpec, ReplicaProcess
+from kubetrain.local.state import ReplicaRecord, RunDirectory, RunRecord
+
+TRAITS = Traits(colocated=True)
+POLL_INTERVAL = 1.0
+"""Reconcile at least this often even when nothing is reported (a safety net, not the mechanism)."""
+KEPT_EVENTS = 50
+
+ReplicaKey = tuple[str, int]
+
+
+class Outcome(StrEnum):
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    INTERRUPTED = "Interrupted"
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    state_dir: Path
+    cwd: Path = field(default_factory=Path.cwd)
+    grace_period: float = 30.0
+    """Seconds between SIGTERM and SIGKILL (a pod's ``terminationGracePeriodSeconds`` default)."""
+    quiet: bool = False
+    base_env: Mapping[str, str] | None = None
+    """The environment replicas inherit; this process's by default."""
+    detect_gpus: Callable[[], list[str]] = detect_gpus
+    display: Display | None = None
+    adopt_orphans: bool = False
+    """Become the child subreaper so processes that escape their group are still stopped (CLI only)."""
+
+
+@dataclass(frozen=True)
+class RunResult:
+    job: TrainingJob
+    outcome: Outcome
+    run_directory: RunDirectory
+
+
+class LocalRun:
+    """One job, run to completion on this machine. ``job`` must already be admitted (defaulted)."""
+
+    def __init__(self, job: TrainingJob, options: RunOptions) -> None:
+        self.job = job
+        self.options = options
+        self.framework: Framework[Any] = framework_for(job)
+        self.directory = RunDirectory(options.state_dir, job.name)
+        self.addressing: LocalAddressing = allocate_addressing(
+            (replica_type, index)
+            for replica_type, spec in job.replica_specs.items()
+            for index in range(1 if spec.replicas is None else spec.replicas)
+        )
+        self.plans: dict[ReplicaKey, ReplicaPlan] = {
+            key: plan_replica(job, *key, self.addressing) for key in desired_replicas(job, TRAITS)
+        }
+        self.specs: dict[ReplicaKey, LaunchSpec] = self._launch_specs()
+        names = [short_name(*key) for key in self.plans]
+        self.display = options.display or make_display(names, quiet=options.quiet)
+        self.processes: dict[ReplicaKey, ReplicaProcess] = {}
+        self.events: list[dict[str, str]] = []
+        self._changed = asyncio.Event()
+        self._interrupts = 0
+        self._started_at = time.time()
+
+    # --- preparation: everything that can be wrong is found before anything starts -------------
+
+    def _launch_specs(self) -> dict[ReplicaKey, LaunchSpec]:
+        base_env = dict(os.environ if self.options.base_env is None else self.options.base_env)
+        devices = self._assign_gpus()
+        mounts = self._write_config_files()
+        specs: dict[ReplicaKey, LaunchSpec] = {}
+        for key, plan in self.plans.items():
+            extra = (
+                {CUDA_VISIBLE_DEVICES: ",".join(devices[short_name(*key)])}
+                if short_name(*key) in devices
+                else {}
+            )
+            spec = launch_spec(plan, self.job, cwd=self.options.cwd, base_env=base_env, extra_env=extra)
+            specs[key] = _remount(spec, mounts)
+        return specs
+
+    def _assign_gpus(self) -> dict[str, list[str]]:
+        requests = []
+        for key, plan in self.plans.items():
+            position, container = main_container(plan)
+            container_path = f"{replica_field_path(self.job, key[0])}.template.spec.containers[{position}]"
+            path = f"{container_path}.resources.limits"
+            requests.append(GpuRequest(short_name(*key), path, requested_gpus(container)))
+        if not any(r.count for r in requests):
+            return {}
+        return assign_gpus(requests, self.options.detect_gpus())
+
+    def _write_config_files(self) -> dict[str, str]:
+        """Files the framework mounts beside the replicas, written here; returns mount → local dir."""
+        self.directory.reset()
+        files = self.framework.config_files(self.job, self.addressing, [])
+        mount = self.framework.config_mount_path
+        if not files or mount is None:
+            return {}
+        for name, content in files.items():
+            (self.directory.config_dir / name).write_text(content, encoding="utf-8")
+            if content.startswith("#!"):
+                (self.directory.config_dir / name).chmod(0o755)
+        return {mount: str(self.directory.config_dir)}
+
+    # --- the loop ------------------------------------------------------------------------------
+
+    async def run(self) -> RunResult:
+        self._note_ignored_fields()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, self._interrupt)
+        if self.options.adopt_orphans:
+            orphans.become_subreaper()
+        self.display.start()
+        try:
+            outcome = await self._reconcile_until_done()
+        finally:
+            await self._stop_all()
+            if self.options.adopt_orphans:
+                orphans.kill_adopted()
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(signum)
+        self._record(finished=True, interrupted=outcome is Outcome.INTERRUPTED)
+        self.display.finish(self._snapshot())
+        return RunResult(self.job, outcome, self.directory)
+
+    async def _reconcile_until_done(self) -> Outcome:
+        while True:
+            self._changed.clear()
+            if self._interrupts:
+                return Outcome.INTERRUPTED
+            observation = Observation(replicas=tuple(p.observe() for p in self.processes.values()))
+            decision = reconcile(self.job, observation, datetime.now(UTC), TRAITS)
+            self.job = self.job.with_status(decision.status)
+            await self._carry_out(decision.actions)
+            self._record(finished=False)
+            self.display.status(self._snapshot())
+            if self.job.status.is_finished:
+                return (
+                    Outcome.SUCCEEDED if self.job.status.is_true(ConditionType.SUCCEEDED) else Outcome.FAILED
+                )
+            timeout = (
+                POLL_INTERVAL
+                if decision.requeue_after is None
+                else min(decision.requeue_after, POLL_INTERVAL)
+            )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), max(timeout, 0.01))
+
+    async def _carry_out(self, actions: tuple[Action, ...]) -> None:
+        deletions = [a for a in actions if isinstance(a, DeleteReplica)]
+        await asyncio.gather(*(self._delete(a.replica_type, a.index) for a in deletions))
+        for action in actions:
+            if isinstance(action, CreateReplica):
+                await self._create(action.replica_type, action.index)
+            elif isinstance(action, EmitEvent):
+                self._event(action)
+            # Services, PodGroups and TTL deletion have no local counterpart.
+
+    async def _create(self, replica_type: str, index: int) -> None:
+        key = (replica_type, index)
+        if key in self.processes or key not in self.specs:
+            return
+        spec = self.specs[key]
+        log = ReplicaLog(spec.prefix, self.directory.log_path(spec.prefix), self.display.line)
+        process = ReplicaProcess(spec, log, self._changed.set)
+        try:
+            await process.start()
+        except OSError as error:
+            log.write(f"kubetrain: cannot start {spec.argv[0]!r}: {error}")
+            log.close()
+            process.state.exit_code = 127
+            process.state.history.append(127)
+        self.processes[key] = process
+
+    async def _delete(self, replica_type: str, index: int) -> None:
+        process = self.processes.pop((replica_type, index), None)
+        if process is not None:
+            await process.stop(self.options.grace_period)
+
+    def _event(self, event: EmitEvent) -> None:
+        self.events = [
+            *self.events,
+            {"type": str(event.type), "reason": event.reason, "message": event.message},
+        ]
+        self.events = self.events[-KEPT_EVENTS:]
+        if event.type is EventType.WARNING:
+            # Normal events repeat the condition changes the display already shows.
+            self.display.note(f"{event.type} {event.reason}: {event.message}")
+
+    def _interrupt(self) -> None:
+        self._interrupts += 1
+        if self._interrupts == 1:
+            self.display.note(
+                f"stopping every replica (SIGTERM, then SIGKILL after {self.options.grace_period:g}s; "
+                "interrupt again to kill now)"
+            )
+        else:
+            for process in self.processes.values():
+                process.kill_now()
+        self._changed.set()
+
+    async def _stop_all(self) -> None:
+        grace = 0.0 if self._interrupts > 1 else self.options.grace_period
+        await asyncio.gather(*(p.stop(grace) for p in self.processes.values()))
+
+    # --- reporting -----------------------------------------------------------------------------
+
+    def _note_ignored_fields(self) -> None:
+        images = sorted({str(main_container(p)[1].get("image")) for p in self.plans.values()} - {"None"})
+        if images:
+            self.display.note(
+                f"image {', '.join(images)} is ignored locally: each replica runs its command on this "
+                f"machine, with {sys.executable} first on PATH, in {self.options.cwd}"
+            )
+
+    def _replica_records(self) -> list[ReplicaRecord]:
+        records = []
+        for key, spec in self.specs.items():
+            process = self.processes.get(key)
+            observed = process.observe() if process is not None else None
+            state = process.state if process is not None else None
+            records.append(
+                ReplicaRecord(
+                    name=spec.prefix,
+                    replica_type=spec.replica_type,
+                    index=spec.index,
+                    pid=state.pid if state is not None and state.running else None,
+                    phase=str(observed.phase) if observed is not None else "Pending",
+                    restarts=state.restarts if state is not None else 0,
+                    exit_code=state.exit_code if state is not None else None,
+                    exit_codes=list(state.history) if state is not None else [],
+                    log=str(self.directory.log_path(spec.prefix)),
+                )
+            )
+        return records
+
+    def _record(self, *, finished: bool, interrupted: bool = False) -> None:
+        runner = orphans.this_process_started_at()
+        self.directory.write(
+            RunRecord(
+                job=self.job.to_wire(),
+                replicas=self._replica_records(),
+                runner_pid=os.getpid(),
+                runner_started_at=runner,
+                finished=finished,
+                interrupted=interrupted,
+                events=self.events,
+            )
+        )
+
+    def _snapshot(self) -> Snapshot:
+        return Snapshot(
+            job=self.job.name,
+            kind=self.job.KIND,
+            conditions=tuple(
+                ConditionView(str(c.type), str(c.status), c.reason or "", c.message or "")
+                for c in self.job.status.conditions
+            ),
+            replicas=tuple(self._replica_records()),
+            started_at=self._started_at,
+        )
+
+
+def _remount(spec: LaunchSpec, mounts: Mapping[str, str]) -> LaunchSpec:
+    """Paths under a pod mount (``/etc/mpi/hostfile``) pointed at the run's local copy."""
+    if not mounts:
+        return spec
+
+    def local(value: str) -> str:
+        for mount, directory in mounts.items():
+            root = mount.rstrip("/")
+            if value == root or value.startswith(root + "/"):
+                return directory + value[len(root) :]
+        return value
+
+    return replace(
+        spec,
+        argv=tuple(local(a) for a in spec.argv),
+        env={name: local(value) for name, value in spec.env.items()},
+    )
