@@ -102,9 +102,15 @@ def _main_container(containers: list[dict[str, Any]], framework: Framework[Any])
     return names[0] if names else framework.default_container
 
 
-def plan_replica(job: TrainingJob, replica_type: str, index: int, addressing: Addressing) -> ReplicaPlan:
+def plan_replica(
+    job: TrainingJob,
+    replica_type: str,
+    index: int,
+    addressing: Addressing,
+    framework: Framework[Any] | None = None,
+) -> ReplicaPlan:
     """The replica ``(type, index)`` of a defaulted job, ready for a substrate to start."""
-    framework = framework_for(job)
+    framework = framework or framework_for(job)
     template = copy.deepcopy(job.replica_specs[replica_type].template)
     metadata = template.setdefault("metadata", {})
     labels = {**(metadata.get("labels") or {}), **replica_labels(job, replica_type, index, framework)}
