@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-core
 PYTEST := $(BIN)/pytest
 
-.PHONY: help install run test lint test-unit test-local test-cluster clean
+.PHONY: help install run test lint test-unit test-local test-cluster manifests clean
 
 help:
 	@echo "make run   - train the example PyTorch DDP job locally (1 master + 2 workers)"
@@ -35,6 +35,12 @@ test: lint test-unit
 
 run: $(STAMP)
 	$(BIN)/kubetrain version
+
+# The checked-in CRDs; tests/unit/api/test_crd_manifests.py fails when they are stale.
+manifests: $(STAMP)
+	rm -f manifests/crds/*.yaml manifests/crds-mpijob-v1/*.yaml
+	$(BIN)/kubetrain manifests crds --output-dir manifests/crds
+	$(BIN)/kubetrain manifests crds --mpi-api v1 --kind MPIJob --output-dir manifests/crds-mpijob-v1
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -246,7 +246,8 @@ def _common_rules(replica_map: str, replica_types: Sequence[str]) -> dict[str, S
                 "starting with a letter and ending with a letter or digit",
             ),
             Rule(
-                f"{specs}.all(t, size(self.metadata.name) + size(t) + 2 + size(string({last_index}))"
+                f"!has(self.spec) || !has({specs})"
+                f" || {specs}.all(t, size(self.metadata.name) + size(t) + 2 + size(string({last_index}))"
                 f" <= {DNS1035_LABEL_MAX})",
                 f"metadata.name is too long: replica names <name>-<type>-<index> must be at most "
                 f"{DNS1035_LABEL_MAX} characters; shorten the job name",

@@ -11,11 +11,11 @@ from pydantic import BaseModel
 
 from kubetrain.api.crd import crd_for, schema_node, structural_schema
 from kubetrain.api.jobs import PyTorchJob, TrainingJob
-from kubetrain.frameworks.crds import all_crds
+from kubetrain.frameworks.crds import MpiApi, all_crds
 
 EVERY_CRD = {
     f"{crd['spec']['names']['kind']}/{crd['spec']['versions'][0]['name']}": crd
-    for crd in [*all_crds("v2beta1"), *all_crds("v1")]
+    for crd in [*all_crds(MpiApi.V2BETA1), *all_crds(MpiApi.V1)]
 }
 
 
