@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from kubetrain import __version__
-from kubetrain.cli import manifests
+from kubetrain.cli import local_commands, manifests, run
 
 app = typer.Typer(
     name="kubetrain",
@@ -30,4 +30,7 @@ def version() -> None:
     typer.echo(__version__)
 
 
+app.command("run")(run.run_command)
+app.command("get")(local_commands.get)
+app.command("logs")(local_commands.logs)
 app.add_typer(manifests.app)
