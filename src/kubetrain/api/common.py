@@ -57,31 +57,46 @@ class ObjectMeta(WireModel):
 
 class ReplicaSpec(WireModel):
     replicas: int | None = None
+    """Desired number of replicas of this type; defaults to 1 (MPI Worker: 0)."""
     template: dict[str, Any] = Field(default_factory=dict)
-    """A ``PodTemplateSpec``, kept as the user wrote it (validated by the frameworks)."""
+    """The pod template (a ``PodTemplateSpec``), kept as written; kubetrain checks it, the CRD does not."""
     restart_policy: RestartPolicy | None = None
+    """Always, OnFailure, Never or ExitCode (restart on exit codes 128-255); default per kind."""
 
 
 class SchedulingPolicy(WireModel):
     min_available: int | None = None
+    """Gang size: the PodGroup's minMember; defaults to the sum of all replicas."""
     queue: str | None = None
+    """Volcano queue of the PodGroup; immutable once set."""
     min_resources: dict[str, IntOrString] | None = None
+    """The PodGroup's minResources; computed from the replicas' requests when unset."""
     priority_class: str | None = None
+    """PriorityClass name of the PodGroup (Volcano)."""
     schedule_timeout_seconds: int | None = None
+    """How long the scheduler-plugins PodGroup may wait to be scheduled."""
 
 
 class RunPolicy(WireModel):
     clean_pod_policy: CleanPodPolicy | None = None
+    """Pods to delete once the job finishes: All, Running (and Pending) or None (default)."""
     ttl_seconds_after_finished: int | None = None
+    """Delete the job this many seconds after it finished; unset keeps it."""
     active_deadline_seconds: int | None = None
+    """Fail the job when it has run this many seconds since its start time."""
     backoff_limit: int | None = None
+    """Fail the job after this many restarts of its replicas."""
     scheduling_policy: SchedulingPolicy | None = None
+    """Gang-scheduling settings for the job's PodGroup."""
     suspend: bool | None = None
+    """True deletes the job's pods and holds it; false (default) creates or resumes them."""
     managed_by: str | None = None
+    """The controller that reconciles the job; other controllers leave it alone. Immutable."""
 
 
 class JobCondition(WireModel):
     type: ConditionType
+    """Created, Running, Restarting, Succeeded, Suspended or Failed."""
     status: ConditionStatus
     reason: str | None = None
     message: str | None = None
@@ -91,11 +106,15 @@ class JobCondition(WireModel):
 
 class ReplicaStatus(WireModel):
     active: int = 0
+    """Replicas running (or pending) now."""
     succeeded: int = 0
+    """Replicas that exited successfully."""
     failed: int = 0
+    """Replicas that failed."""
     label_selector: dict[str, Any] | None = None
     """Deprecated upstream and never set; kept so objects round-trip."""
     selector: str | None = None
+    """Label selector of this type's pods (used by the scale subresource)."""
     restarts: int = 0
     """kubetrain extension: restarts of replicas already replaced (deleted and recreated).
 
@@ -116,10 +135,15 @@ _COUNTERS = {"active", "succeeded", "failed", "restarts"}
 
 class JobStatus(WireModel):
     conditions: list[JobCondition] = Field(default_factory=list)
+    """The job's conditions; the last one is its current state."""
     replica_statuses: dict[str, ReplicaStatus] = Field(default_factory=dict)
+    """Counts per replica type."""
     start_time: Time | None = None
+    """When the job started (reset when it resumes after a suspension)."""
     completion_time: Time | None = None
+    """When the job succeeded or failed."""
     last_reconcile_time: Time | None = None
+    """Last time gang scheduling forced a reconcile."""
 
     def condition(self, type_: ConditionType) -> JobCondition | None:
         return next((c for c in self.conditions if c.type == type_), None)

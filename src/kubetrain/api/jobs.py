@@ -86,28 +86,44 @@ class RdzvBackend(StrEnum):
 
 class RDZVConf(WireModel):
     key: str | None = None
+    """Rendezvous option name."""
     value: str | None = None
+    """Rendezvous option value."""
 
 
 class ElasticPolicy(WireModel):
     min_replicas: int | None = None
+    """Fewest Workers the elastic job runs with; defaults to maxReplicas or Worker replicas."""
     max_replicas: int | None = None
+    """Most Workers the elastic job runs with; defaults to minReplicas or Worker replicas."""
     rdzv_backend: RdzvBackend | None = None
+    """torchrun rendezvous backend: c10d (default), etcd or etcd-v2."""
     rdzv_port: int | None = None
+    """Rendezvous port; defaults to the Worker's pytorchjob-port."""
     rdzv_host: str | None = None
+    """Rendezvous host; defaults to the job's worker-0 service."""
     rdzv_id: str | None = None
+    """Rendezvous id."""
     rdzv_conf: list[RDZVConf] | None = None
+    """Extra rendezvous options, passed as key=value pairs."""
     standalone: bool | None = None
+    """Run torchrun with --standalone."""
     n_proc_per_node: int | None = Field(default=None, alias="nProcPerNode")
+    """Deprecated: use spec.nprocPerNode (the two are mutually exclusive)."""
     max_restarts: int | None = None
+    """torchrun --max-restarts."""
     metrics: list[dict[str, Any]] | None = None
+    """autoscaling/v2 MetricSpecs; when set, an HPA scales the Workers."""
 
 
 class PyTorchJobSpec(JobSpec):
     REPLICA_SPECS_FIELD: ClassVar[str] = "pytorch_replica_specs"
     pytorch_replica_specs: dict[str, ReplicaSpec]
+    """Master (at most 1) and Worker replicas."""
     nproc_per_node: str | None = None
+    """Processes per pod: auto (default), cpu, gpu or a number."""
     elastic_policy: ElasticPolicy | None = None
+    """Elastic training with torchrun: the Worker count may change between min and max."""
 
 
 class PyTorchJob(TrainingJob):
@@ -128,8 +144,11 @@ class SuccessPolicy(StrEnum):
 class TFJobSpec(JobSpec):
     REPLICA_SPECS_FIELD: ClassVar[str] = "tf_replica_specs"
     tf_replica_specs: dict[str, ReplicaSpec] = Field(alias="tfReplicaSpecs")
+    """Chief or Master, PS, Worker and Evaluator replicas."""
     success_policy: SuccessPolicy | None = None
+    """Empty (default): the chief, or worker 0, decides success; AllWorkers: every worker must."""
     enable_dynamic_worker: bool | None = None
+    """Workers may join and leave: sparse TF_CONFIG, failed workers tolerated."""
 
 
 class TFJob(TrainingJob):
@@ -145,6 +164,7 @@ class TFJob(TrainingJob):
 class XGBoostJobSpec(JobSpec):
     REPLICA_SPECS_FIELD: ClassVar[str] = "xgb_replica_specs"
     xgb_replica_specs: dict[str, ReplicaSpec]
+    """Master (exactly 1, runs the tracker) and Worker replicas."""
 
 
 class XGBoostJob(TrainingJob):
@@ -159,15 +179,21 @@ class XGBoostJob(TrainingJob):
 
 class PaddleElasticPolicy(WireModel):
     min_replicas: int | None = None
+    """Fewest Workers; accepted, not acted on (as upstream)."""
     max_replicas: int | None = None
+    """Most Workers; accepted, not acted on (as upstream)."""
     max_restarts: int | None = None
+    """Accepted, not acted on (as upstream)."""
     metrics: list[dict[str, Any]] | None = None
+    """Accepted, not acted on (as upstream)."""
 
 
 class PaddleJobSpec(JobSpec):
     REPLICA_SPECS_FIELD: ClassVar[str] = "paddle_replica_specs"
     paddle_replica_specs: dict[str, ReplicaSpec]
+    """Master and Worker replicas."""
     elastic_policy: PaddleElasticPolicy | None = None
+    """Elastic settings, accepted for compatibility; the Paddle controller ignores them."""
 
 
 class PaddleJob(TrainingJob):
@@ -183,6 +209,7 @@ class PaddleJob(TrainingJob):
 class JAXJobSpec(JobSpec):
     REPLICA_SPECS_FIELD: ClassVar[str] = "jax_replica_specs"
     jax_replica_specs: dict[str, ReplicaSpec] = Field(alias="jaxReplicaSpecs")
+    """Worker replicas; worker 0 is the coordinator."""
 
 
 class JAXJob(TrainingJob):
@@ -203,7 +230,9 @@ class MXJobMode(StrEnum):
 class MXJobSpec(JobSpec):
     REPLICA_SPECS_FIELD: ClassVar[str] = "mx_replica_specs"
     mx_replica_specs: dict[str, ReplicaSpec]
+    """Scheduler, Server and Worker replicas (MXTune: TunerTracker, TunerServer, Tuner)."""
     job_mode: MXJobMode | None = None
+    """MXTrain or MXTune."""
 
 
 class MXJob(TrainingJob):
@@ -219,10 +248,13 @@ class MXJob(TrainingJob):
 class MPIJobSpec(JobSpec):
     REPLICA_SPECS_FIELD: ClassVar[str] = "mpi_replica_specs"
     slots_per_worker: int | None = None
+    """MPI slots per Worker in the hostfile; defaults to 1."""
     clean_pod_policy: CleanPodPolicy | None = None
     """Deprecated top-level copy of ``runPolicy.cleanPodPolicy`` (runPolicy wins)."""
     mpi_replica_specs: dict[str, ReplicaSpec]
+    """Launcher (exactly 1, runs mpirun) and Worker replicas."""
     main_container: str | None = None
+    """The container mpirun execs into on Workers."""
 
 
 class MPIJob(TrainingJob):
@@ -249,11 +281,17 @@ class MPIImplementation(StrEnum):
 class MPIJobV2Spec(JobSpec):
     REPLICA_SPECS_FIELD: ClassVar[str] = "mpi_replica_specs"
     slots_per_worker: int | None = None
+    """MPI slots per Worker in the hostfile."""
     run_launcher_as_worker: bool | None = None
+    """Also list the Launcher as a host in the hostfile."""
     mpi_replica_specs: dict[str, ReplicaSpec]
+    """Launcher (exactly 1, runs mpirun) and Worker replicas."""
     ssh_auth_mount_path: str | None = None
+    """Where the job's SSH key Secret is mounted."""
     launcher_creation_policy: LauncherCreationPolicy | None = None
+    """AtStartup, or WaitForWorkersReady: start the launcher once every worker is ready."""
     mpi_implementation: MPIImplementation | None = None
+    """OpenMPI, Intel or MPICH: decides the hostfile format and launcher env."""
 
 
 class MPIJobV2(TrainingJob):
