@@ -60,7 +60,10 @@ class StatusContext:
     """Everything a framework's success/failure rules need (upstream ``UpdateJobStatus`` inputs)."""
 
     job: TrainingJob
+    """The defaulted job; ``job.status`` holds the conditions as they stand before these rules run
+    (some rules look at them: TF keeps an existing Restarting, XGBoost adds Running only once)."""
     replica_statuses: Mapping[str, ReplicaStatus]
+    """This round's counts per replica type (active = running, succeeded, failed)."""
     replicas: Sequence[ObservedPhase]
     colocated: bool
     """Local substrate: replica types the framework does not materialise are not observed."""
