@@ -144,10 +144,15 @@ class ReconcileContext:
         reason: str,
         message: str,
         value: ConditionStatus = ConditionStatus.TRUE,
+        *,
+        announce: bool = True,
     ) -> bool:
-        """Apply a condition through the state machine; a change emits the matching event."""
+        """Apply a condition through the state machine; a change emits the matching event.
+
+        ``announce=False`` when the caller emits its own event for what caused the condition.
+        """
         changed = set_condition(self.status, type_, value, reason, message, self.now)
-        if changed:
+        if changed and announce:
             warning = type_ in _WARNING_CONDITIONS and value == ConditionStatus.TRUE
             self.emit(EventType.WARNING if warning else EventType.NORMAL, reason, message)
         return changed

@@ -119,14 +119,14 @@ def _handle_failure(ctx: ReconcileContext, replica: ObservedReplica, counts: Rep
             f"Pod: {ctx.job.namespace}.{pod} exited with code {replica.exit_code}",
         )
     if policy in _ALWAYS_RESTARTED or (policy is RestartPolicy.EXIT_CODE and is_retryable(replica.exit_code)):
+        reason = condition_reason(ctx.kind, ConditionType.RESTARTING)
+        message = restarting_message(ctx.name, replica.replica_type)
         if ctx.delete_replica(replica, "restart"):
             # The recreated replica starts again from restart count 0: keep what this one used.
             counts.restarts += replica.restart_count + 1
-        ctx.set_condition(
-            ConditionType.RESTARTING,
-            condition_reason(ctx.kind, ConditionType.RESTARTING),
-            restarting_message(ctx.name, replica.replica_type),
-        )
+            # One event per replaced replica, as upstream, even while the job is already Restarting.
+            ctx.emit(EventType.WARNING, reason, message)
+        ctx.set_condition(ConditionType.RESTARTING, reason, message, announce=False)
     elif policy is RestartPolicy.EXIT_CODE:
         ctx.set_condition(
             ConditionType.FAILED,

@@ -142,3 +142,13 @@ def test_a_failed_replica_already_terminating_is_not_deleted_again() -> None:
     )
     assert not actions_of(decision, DeleteReplica)
     assert decision.status.replica_statuses["Worker"].restarts == 0
+
+
+def test_every_replica_deleted_for_restart_gets_its_own_restarting_event() -> None:
+    decision = decide(
+        toy_job(masters=None, workers=2, policy=RestartPolicy.ON_FAILURE),
+        observe(
+            replica("Worker", 0, Phase.FAILED, exit_code=1), replica("Worker", 1, Phase.FAILED, exit_code=1)
+        ),
+    )
+    assert event_reasons(decision).count("ToyJobRestarting") == 2
