@@ -87,6 +87,7 @@ def _reconcile_type(
             ctx.create_service(key)
         if not replicas:
             ctx.create_replica(key)
+            _warn_about_template_overrides(ctx, replica_type)
             continue
         for replica in replicas:
             _count(counts, replica)
@@ -94,6 +95,27 @@ def _reconcile_type(
             if replica.phase is Phase.FAILED and not replica.terminating:
                 _handle_failure(ctx, replica, counts)
     return seen
+
+
+def _warn_about_template_overrides(ctx: ReconcileContext, replica_type: str) -> None:
+    """Upstream warns on every creation from a template whose settings kubetrain overrides."""
+    pod_spec = ctx.job.replica_specs[replica_type].template.get("spec")
+    if not isinstance(pod_spec, dict):
+        return
+    if pod_spec.get("restartPolicy") is not None:
+        ctx.emit(
+            EventType.WARNING,
+            "SetPodTemplateRestartPolicy",
+            "Restart policy in pod template will be overwritten by restart policy in replica spec",
+        )
+    scheduler = ctx.traits.gang_scheduler
+    wanted = pod_spec.get("schedulerName")
+    if scheduler is not None and wanted is not None and wanted != scheduler:
+        ctx.emit(
+            EventType.WARNING,
+            "SetPodTemplateSchedulerName",
+            "Another scheduler is specified when gang-scheduling is enabled and it will not be overwritten",
+        )
 
 
 def _count(counts: ReplicaStatus, replica: ObservedReplica) -> None:

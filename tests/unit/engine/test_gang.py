@@ -9,7 +9,7 @@ from kubetrain.engine.gang import GANG_WAIT_SECONDS
 from kubetrain.engine.types import CreateReplica, PodGroupState, SyncPodGroup, Traits
 
 from .fakes import NOW, observe, toy_job
-from .support import actions_of, decide
+from .support import actions_of, decide, event_reasons
 
 VOLCANO = Traits(colocated=False, gang_scheduler="volcano")
 PLUGINS = Traits(colocated=False, gang_scheduler="scheduler-plugins-scheduler")
@@ -73,3 +73,17 @@ def test_a_gang_wait_still_enforces_the_deadline() -> None:
     job = job.with_status(job.status.model_copy(update={"start_time": NOW - timedelta(seconds=11)}))
     decision = decide(job, observe(pod_group=PodGroupState(exists=False)), traits=VOLCANO)
     assert decision.status.is_true(ConditionType.FAILED)
+
+
+def test_a_template_naming_another_scheduler_is_kept_with_a_warning() -> None:
+    template = {"spec": {"schedulerName": "default-scheduler", "containers": [{"name": "toy"}]}}
+    job = toy_job(masters=1, workers=None, template=template)
+    decision = decide(job, observe(pod_group=ADMITTED), traits=VOLCANO)
+    assert "SetPodTemplateSchedulerName" in event_reasons(decision)
+
+
+def test_a_template_naming_the_gang_scheduler_needs_no_warning() -> None:
+    template = {"spec": {"schedulerName": "volcano", "containers": [{"name": "toy"}]}}
+    job = toy_job(masters=1, workers=None, template=template)
+    decision = decide(job, observe(pod_group=ADMITTED), traits=VOLCANO)
+    assert "SetPodTemplateSchedulerName" not in event_reasons(decision)

@@ -152,3 +152,13 @@ def test_every_replica_deleted_for_restart_gets_its_own_restarting_event() -> No
         ),
     )
     assert event_reasons(decision).count("ToyJobRestarting") == 2
+
+
+def test_creating_from_a_template_with_its_own_restart_policy_warns_it_is_overwritten() -> None:
+    template = {"spec": {"restartPolicy": "Always", "containers": [{"name": "toy"}]}}
+    decision = decide(toy_job(masters=1, workers=None, template=template))
+    assert "SetPodTemplateRestartPolicy" in event_reasons(decision)
+
+
+def test_a_template_without_restart_policy_creates_without_warning() -> None:
+    assert "SetPodTemplateRestartPolicy" not in event_reasons(decide(toy_job()))
