@@ -1,0 +1,183 @@
+"""The in-memory cache of one watched kind: raw wire JSON objects, indexed.
+
+Objects are kept as the dicts the API server sent (no model decoding: cheapest in memory and CPU, and the
+controller reads only a few fields). Callers must treat them as read-only; they are shared, not copied.
+Single event loop, no locking: every method runs to completion without awaiting.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+KubeObject = Mapping[str, Any]
+
+
+class ChangeType(enum.Enum):
+    ADDED = "ADDED"
+    MODIFIED = "MODIFIED"
+    DELETED = "DELETED"
+
+
+@dataclass(frozen=True)
+class ObjectChange:
+    """One change to the cache. ``old`` is None when added; ``new`` is None when deleted (``old`` is then the
+    object's last state, from the DELETED event when there was one)."""
+
+    type: ChangeType
+    old: KubeObject | None
+    new: KubeObject | None
+
+    @property
+    def object(self) -> KubeObject:
+        """The newest state known: ``new``, or ``old`` for a deletion."""
+        latest = self.new if self.new is not None else self.old
+        assert latest is not None
+        return latest
+
+
+def object_key(obj: KubeObject) -> str:
+    """``namespace/name``, or ``name`` for a cluster-scoped object (client-go's MetaNamespaceKeyFunc)."""
+    metadata = obj.get("metadata") or {}
+    namespace = metadata.get("namespace")
+    name = str(metadata.get("name", ""))
+    return f"{namespace}/{name}" if namespace else name
+
+
+def controller_uid(obj: KubeObject) -> str | None:
+    """The UID of the object's controller owner (the ownerReference with ``controller: true``)."""
+    for reference in (obj.get("metadata") or {}).get("ownerReferences") or ():
+        if reference.get("controller"):
+            uid = reference.get("uid")
+            return str(uid) if uid else None
+    return None
+
+
+def resource_version(obj: KubeObject) -> str | None:
+    version = (obj.get("metadata") or {}).get("resourceVersion")
+    return str(version) if version is not None else None
+
+
+class Store:
+    """Objects by ``namespace/name``, indexed by controller owner UID and by the values of chosen labels."""
+
+    def __init__(self, *, indexed_labels: Iterable[str] = ()) -> None:
+        self._indexed_labels = tuple(indexed_labels)
+        self._objects: dict[str, KubeObject] = {}
+        self._by_owner: dict[str, set[str]] = {}
+        self._by_label: dict[str, dict[str, set[str]]] = {label: {} for label in self._indexed_labels}
+        self.resource_version: str | None = None
+        """The resourceVersion the cache is current to (last list or event); None before the first list."""
+
+    def __len__(self) -> int:
+        return len(self._objects)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._objects
+
+    def __iter__(self) -> Iterator[KubeObject]:
+        return iter(list(self._objects.values()))
+
+    def keys(self) -> list[str]:
+        return list(self._objects)
+
+    def get(self, key: str) -> KubeObject | None:
+        return self._objects.get(key)
+
+    def get_named(self, namespace: str | None, name: str) -> KubeObject | None:
+        return self._objects.get(f"{namespace}/{name}" if namespace else name)
+
+    def objects(self, namespace: str | None = None) -> list[KubeObject]:
+        """Every object, or those of one namespace."""
+        if namespace is None:
+            return list(self._objects.values())
+        prefix = f"{namespace}/"
+        return [obj for key, obj in self._objects.items() if key.startswith(prefix)]
+
+    def by_owner(self, uid: str) -> list[KubeObject]:
+        """Objects whose controller ownerReference points at ``uid``."""
+        return [self._objects[key] for key in sorted(self._by_owner.get(uid, ()))]
+
+    def by_label(self, label: str, value: str) -> list[KubeObject]:
+        """Objects labelled ``label=value``; ``label`` must be one of the indexed labels."""
+        try:
+            index = self._by_label[label]
+        except KeyError:
+            message = f"label {label!r} is not indexed; index it with Store(indexed_labels=...)"
+            raise KeyError(message) from None
+        return [self._objects[key] for key in sorted(index.get(value, ()))]
+
+    def replace(self, objects: Iterable[KubeObject], version: str | None) -> list[ObjectChange]:
+        """Make the cache exactly ``objects`` as of ``version`` (a fresh list); returns what changed.
+
+        Objects missing from the list come back as deletions, so a controller that missed their DELETED event
+        during a broken watch still hears of them.
+        """
+        previous = self._objects
+        self._objects = {}
+        self._by_owner = {}
+        self._by_label = {label: {} for label in self._indexed_labels}
+        changes: list[ObjectChange] = []
+        for obj in objects:
+            key = object_key(obj)
+            self._insert(key, obj)
+            old = previous.get(key)
+            if old is None:
+                changes.append(ObjectChange(ChangeType.ADDED, None, obj))
+            elif resource_version(old) != resource_version(obj):
+                changes.append(ObjectChange(ChangeType.MODIFIED, old, obj))
+        gone = [old for key, old in previous.items() if key not in self._objects]
+        changes.extend(ObjectChange(ChangeType.DELETED, old, None) for old in gone)
+        self.resource_version = version
+        return changes
+
+    def apply(self, change_type: ChangeType, obj: KubeObject) -> ObjectChange | None:
+        """Apply one watch event; returns the change, or None when the cache already had exactly this."""
+        key = object_key(obj)
+        old = self._objects.get(key)
+        version = resource_version(obj)
+        if version is not None:
+            self.resource_version = version
+        if change_type is ChangeType.DELETED:
+            if old is None:
+                return None
+            self._remove(key, old)
+            return ObjectChange(ChangeType.DELETED, obj, None)
+        if old is not None:
+            if resource_version(old) == version:
+                return None
+            self._remove(key, old)
+        self._insert(key, obj)
+        return ObjectChange(ChangeType.ADDED if old is None else ChangeType.MODIFIED, old, obj)
+
+    def _insert(self, key: str, obj: KubeObject) -> None:
+        self._objects[key] = obj
+        owner = controller_uid(obj)
+        if owner is not None:
+            self._by_owner.setdefault(owner, set()).add(key)
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        for label, index in self._by_label.items():
+            value = labels.get(label)
+            if value is not None:
+                index.setdefault(str(value), set()).add(key)
+
+    def _remove(self, key: str, obj: KubeObject) -> None:
+        del self._objects[key]
+        owner = controller_uid(obj)
+        if owner is not None:
+            _discard(self._by_owner, owner, key)
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        for label, index in self._by_label.items():
+            value = labels.get(label)
+            if value is not None:
+                _discard(index, str(value), key)
+
+
+def _discard(index: dict[str, set[str]], value: str, key: str) -> None:
+    keys = index.get(value)
+    if keys is not None:
+        keys.discard(key)
+        if not keys:
+            del index[value]

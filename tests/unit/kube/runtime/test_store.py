@@ -1,0 +1,144 @@
+"""The cache of one kind: keys, owner and label indexes, atomic replace and watch events."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kubetrain.kube.runtime.store import ChangeType, KubeObject, Store, object_key
+
+JOB_LABEL = "training.kubeflow.org/job-name"
+
+
+def pod(
+    name: str,
+    *,
+    namespace: str = "ns",
+    version: str = "1",
+    owner: str | None = None,
+    job: str | None = None,
+    controller: bool = True,
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "resourceVersion": version}
+    if owner is not None:
+        metadata["ownerReferences"] = [{"uid": owner, "controller": controller, "kind": "PyTorchJob"}]
+    if job is not None:
+        metadata["labels"] = {JOB_LABEL: job}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata}
+
+
+def names(objects: list[KubeObject]) -> list[str]:
+    return [obj["metadata"]["name"] for obj in objects]
+
+
+def test_objects_are_keyed_by_namespace_and_name() -> None:
+    store = Store()
+    store.apply(ChangeType.ADDED, pod("a", namespace="team"))
+    assert store.get("team/a") is not None
+    assert store.get_named("team", "a") is store.get("team/a")
+    assert "team/a" in store
+
+
+def test_a_cluster_scoped_object_is_keyed_by_name_alone() -> None:
+    assert object_key({"metadata": {"name": "node-1"}}) == "node-1"
+
+
+def test_objects_can_be_listed_per_namespace() -> None:
+    store = Store()
+    store.replace([pod("a", namespace="one"), pod("b", namespace="two")], "5")
+    assert names(store.objects("one")) == ["a"]
+    assert sorted(names(store.objects())) == ["a", "b"]
+
+
+def test_objects_are_indexed_by_their_controller_owner_uid() -> None:
+    store = Store()
+    store.replace([pod("a", owner="job-1"), pod("b", owner="job-2"), pod("c", owner="job-1")], "5")
+    assert names(store.by_owner("job-1")) == ["a", "c"]
+
+
+def test_an_owner_that_is_not_the_controller_is_not_indexed() -> None:
+    store = Store()
+    store.apply(ChangeType.ADDED, pod("a", owner="job-1", controller=False))
+    assert store.by_owner("job-1") == []
+
+
+def test_objects_are_indexed_by_a_chosen_label() -> None:
+    store = Store(indexed_labels=[JOB_LABEL])
+    store.replace([pod("a", job="mnist"), pod("b", job="other"), pod("c")], "5")
+    assert names(store.by_label(JOB_LABEL, "mnist")) == ["a"]
+
+
+def test_asking_for_an_unindexed_label_names_the_fix() -> None:
+    with pytest.raises(KeyError, match="indexed_labels"):
+        Store().by_label(JOB_LABEL, "mnist")
+
+
+def test_a_modification_moves_the_object_between_index_entries() -> None:
+    store = Store(indexed_labels=[JOB_LABEL])
+    store.apply(ChangeType.ADDED, pod("a", owner="job-1", job="mnist"))
+    store.apply(ChangeType.MODIFIED, pod("a", version="2", owner="job-2", job="other"))
+    assert store.by_owner("job-1") == []
+    assert store.by_label(JOB_LABEL, "mnist") == []
+    assert names(store.by_owner("job-2")) == ["a"]
+    assert names(store.by_label(JOB_LABEL, "other")) == ["a"]
+
+
+def test_a_deletion_removes_the_object_from_every_index() -> None:
+    store = Store(indexed_labels=[JOB_LABEL])
+    store.apply(ChangeType.ADDED, pod("a", owner="job-1", job="mnist"))
+    change = store.apply(ChangeType.DELETED, pod("a", version="2", owner="job-1", job="mnist"))
+    assert change is not None and change.type is ChangeType.DELETED
+    assert change.object["metadata"]["resourceVersion"] == "2"
+    assert len(store) == 0
+    assert store.by_owner("job-1") == []
+    assert store.by_label(JOB_LABEL, "mnist") == []
+
+
+def test_an_event_the_cache_already_reflects_is_no_change() -> None:
+    store = Store()
+    store.apply(ChangeType.ADDED, pod("a", version="3"))
+    assert store.apply(ChangeType.MODIFIED, pod("a", version="3")) is None
+    assert store.apply(ChangeType.DELETED, pod("unknown")) is None
+
+
+def test_an_update_reports_old_and_new_state() -> None:
+    store = Store()
+    store.apply(ChangeType.ADDED, pod("a", version="1"))
+    change = store.apply(ChangeType.MODIFIED, pod("a", version="2"))
+    assert change is not None and change.type is ChangeType.MODIFIED
+    assert change.old is not None and change.old["metadata"]["resourceVersion"] == "1"
+    assert change.object["metadata"]["resourceVersion"] == "2"
+
+
+def test_an_added_event_for_a_known_object_is_a_modification() -> None:
+    store = Store()
+    store.apply(ChangeType.ADDED, pod("a", version="1"))
+    change = store.apply(ChangeType.ADDED, pod("a", version="2"))
+    assert change is not None and change.type is ChangeType.MODIFIED
+
+
+def test_watch_events_advance_the_cache_resource_version() -> None:
+    store = Store()
+    store.replace([], "10")
+    store.apply(ChangeType.ADDED, pod("a", version="11"))
+    assert store.resource_version == "11"
+
+
+def test_replace_swaps_the_whole_content_and_reports_the_difference() -> None:
+    store = Store(indexed_labels=[JOB_LABEL])
+    store.replace([pod("kept", version="1"), pod("changed", version="1"), pod("gone", owner="job-1")], "5")
+    changes = store.replace([pod("kept", version="1"), pod("changed", version="2"), pod("new")], "9")
+    reported = sorted((change.type.value, change.object["metadata"]["name"]) for change in changes)
+    assert reported == [("ADDED", "new"), ("DELETED", "gone"), ("MODIFIED", "changed")]
+    assert sorted(store.keys()) == ["ns/changed", "ns/kept", "ns/new"]
+    assert store.by_owner("job-1") == []
+    assert store.resource_version == "9"
+
+
+def test_iterating_while_the_cache_changes_is_safe() -> None:
+    store = Store()
+    store.replace([pod("a"), pod("b")], "1")
+    for obj in store:
+        store.apply(ChangeType.DELETED, obj)
+    assert len(store) == 0
