@@ -28,6 +28,9 @@ from kubetrain.api.jobs import GROUP, TrainingJob
 DNS1035_LABEL_MAX = 63
 """Pods and Services are named ``<job>-<type>-<index>``; a Service name is a DNS-1035 label."""
 
+MAX_REPLICA_MAP_KEYS = 16
+"""Upper bound of any replica map; the kinds have at most six replica types."""
+
 Schema = dict[str, Any]
 
 
@@ -229,8 +232,10 @@ def _constrain_common_fields(
     if managed_by:
         run_policy["properties"]["managedBy"]["enum"] = list(managed_by)
     replicas = schema_node(schema, f"spec.{replica_map}")
-    # Bounding the map keeps the CEL rules over it within the API server's cost budget.
-    replicas["maxProperties"] = len(replica_types)
+    # Bounding the map keeps the CEL rules over it within the API server's cost budget. The bound is
+    # loose on purpose: a schema error suppresses every CEL rule, and the key whitelist's message
+    # (which names the valid types) helps more than "Too many: 3: must have at most 2 items".
+    replicas["maxProperties"] = MAX_REPLICA_MAP_KEYS
     replicas["additionalProperties"]["properties"]["replicas"]["minimum"] = 0
 
 

@@ -9,7 +9,7 @@ import pytest
 from crd_checks import compile_rule, structural_violations, validation_rules
 from pydantic import BaseModel
 
-from kubetrain.api.crd import crd_for, schema_node, structural_schema
+from kubetrain.api.crd import MAX_REPLICA_MAP_KEYS, crd_for, schema_node, structural_schema
 from kubetrain.api.jobs import PyTorchJob, TrainingJob
 from kubetrain.frameworks.crds import MpiApi, all_crds
 
@@ -110,7 +110,10 @@ def test_elastic_metrics_are_preserved_as_unknown_fields() -> None:
 
 def test_min_resources_quantities_are_int_or_string() -> None:
     min_resources = schema_node(_schema(_crd("TFJob/v1")), "spec.runPolicy.schedulingPolicy.minResources")
-    assert _undescribed(min_resources) == {"type": "object", "additionalProperties": {"x-kubernetes-int-or-string": True}}
+    assert _undescribed(min_resources) == {
+        "type": "object",
+        "additionalProperties": {"x-kubernetes-int-or-string": True},
+    }
 
 
 def test_optional_fields_become_their_plain_type() -> None:
@@ -255,5 +258,5 @@ def test_recursive_models_are_refused_because_structural_schemas_cannot_express_
 def test_replica_map_rules_need_the_framework_facts() -> None:
     crd = crd_for(PyTorchJob, replica_types=("Master", "Worker"))
     specs = schema_node(_schema(crd), "spec.pytorchReplicaSpecs")
-    assert specs["maxProperties"] == 2
+    assert specs["maxProperties"] == MAX_REPLICA_MAP_KEYS
     assert specs["x-kubernetes-validations"][0]["rule"] == "self.all(t, t in ['Master', 'Worker'])"
