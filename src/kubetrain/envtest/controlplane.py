@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import socket
+import ssl
 import sys
 import time
 from collections.abc import Callable
@@ -201,9 +202,10 @@ def apiserver_args(binaries: Binaries, pki: Pki, ports: Ports) -> list[str]:
         f"--service-account-signing-key-file={pki.service_account_key}",
         f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
         "--allow-privileged=true",
-        # Pods would otherwise race the controller-manager creating each new namespace's default
-        # ServiceAccount.
-        "--disable-admission-plugins=ServiceAccount",
+        # ServiceAccount: pods would otherwise race the controller-manager creating each new namespace's
+        # default ServiceAccount. TaintNodesByCondition: it taints every new Node not-ready until the
+        # node-lifecycle controller notices it is Ready (seconds); the fake nodes are Ready from the start.
+        "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
     ]
 
 
@@ -214,6 +216,10 @@ def controller_manager_args(binaries: Binaries, run_dir: Path, pki: Pki, ports: 
         "--bind-address=127.0.0.1",
         f"--secure-port={ports.controller_manager}",
         "--leader-elect=false",
+        # With the default client rate limit (20 qps) starting ~40 controllers, each first fetching its own
+        # ServiceAccount token, takes about 5 s; loopback has no one to protect.
+        "--kube-api-qps=500",
+        "--kube-api-burst=1000",
         # Each controller gets its own ServiceAccount; the shared controller-manager identity may only
         # list/watch.
         "--use-service-account-credentials=true",
@@ -317,7 +323,7 @@ def start(
             nodes = register_nodes(api, options.nodes, options.node_shape, binaries.version)
             heartbeat = processes.spawn(run_dir, "node-heartbeat", heartbeat_args(run_dir, nodes))
             timings["nodes-schedulable"] = _wait_for(
-                "fake nodes schedulable (node-lifecycle lifts the not-ready taint)",
+                "fake nodes Ready and untainted",
                 lambda: all(is_schedulable(api.get(f"/api/v1/nodes/{name}")) for name in nodes),
                 heartbeat,
                 options.ready_timeout_seconds,
@@ -371,7 +377,9 @@ def _start_components(
     timings["kube-apiserver"] = _wait_for(
         "kube-apiserver /readyz",
         lambda: _http_ok(
-            f"https://127.0.0.1:{ports.apiserver}/readyz", headers=admin, verify=str(pki.ca_cert)
+            f"https://127.0.0.1:{ports.apiserver}/readyz",
+            headers=admin,
+            verify=ssl.create_default_context(cafile=pki.ca_cert),
         ),
         apiserver,
         timeout,
