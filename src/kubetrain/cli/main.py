@@ -6,6 +6,7 @@ import typer
 
 from kubetrain import __version__
 from kubetrain.cli import local_commands, manifests, run
+from kubetrain.cli.envtest import app as envtest_app
 
 app = typer.Typer(
     name="kubetrain",
@@ -33,4 +34,5 @@ def version() -> None:
 app.command("run")(run.run_command)
 app.command("get")(local_commands.get)
 app.command("logs")(local_commands.logs)
+app.add_typer(envtest_app)
 app.add_typer(manifests.app)
