@@ -86,6 +86,7 @@ class ReplicaProcess:
         self._on_change = on_change
         self._process: asyncio.subprocess.Process | None = None
         self._supervisor: asyncio.Task[None] | None = None
+        self._exited = asyncio.Event()
         self._stopping = False
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -96,7 +97,9 @@ class ReplicaProcess:
         self._supervisor = asyncio.create_task(self._supervise(), name=f"supervise {self.spec.prefix}")
 
     async def _spawn(self) -> None:
-        process = await asyncio.create_subprocess_exec(
+        loop = asyncio.get_running_loop()
+        transport, protocol = await loop.subprocess_exec(
+            lambda: _ExitAwareProtocol(limit=LINE_LIMIT, loop=loop),
             *self.spec.argv,
             cwd=self.spec.cwd,
             env=self.spec.env,
@@ -104,9 +107,10 @@ class ReplicaProcess:
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
-            limit=LINE_LIMIT,
         )
+        process = asyncio.subprocess.Process(transport, protocol, loop)
         self._process = process
+        self._exited = protocol.exited
         self.state.pid = process.pid
         self.state.running = True
         self.state.exit_code = None
@@ -119,7 +123,9 @@ class ReplicaProcess:
             process = self._process
             assert process is not None and process.stdout is not None
             pump = asyncio.create_task(self.log.pump(process.stdout))
-            returncode = await process.wait()
+            await self._exited.wait()
+            returncode = process.returncode
+            assert returncode is not None
             # The container is gone: nothing it started may outlive it.
             kill_group(process.pid, signal.SIGKILL)
             await _settle(pump)
@@ -155,7 +161,7 @@ class ReplicaProcess:
         if process is not None and process.returncode is None:
             kill_group(process.pid, signal.SIGTERM)
             try:
-                await asyncio.wait_for(asyncio.shield(process.wait()), grace_period)
+                await asyncio.wait_for(self._exited.wait(), grace_period)
             except TimeoutError:
                 kill_group(process.pid, signal.SIGKILL)
         if self._supervisor is not None:
@@ -199,3 +205,19 @@ def kill_group(pgid: int, sig: signal.Signals) -> None:
 async def _settle(pump: asyncio.Task[None]) -> None:
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(pump, EXIT_PUMP_TIMEOUT)
+
+
+class _ExitAwareProtocol(asyncio.subprocess.SubprocessStreamProtocol):
+    """Reports the process's exit at once.
+
+    ``Process.wait()`` also waits for the output pipes to close, which never happens while a
+    descendant that escaped the process group still holds them; the runner must not wait for it.
+    """
+
+    def __init__(self, limit: int, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(limit=limit, loop=loop)
+        self.exited = asyncio.Event()
+
+    def process_exited(self) -> None:
+        super().process_exited()
+        self.exited.set()

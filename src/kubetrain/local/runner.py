@@ -53,6 +53,8 @@ TRAITS = Traits(colocated=True)
 POLL_INTERVAL = 1.0
 """Reconcile at least this often even when nothing is reported (a safety net, not the mechanism)."""
 KEPT_EVENTS = 50
+RESTART_REASON = "restart"
+"""``DeleteReplica.reason`` when the engine replaces a replica (ExitCode): the new one counts a restart."""
 
 ReplicaKey = tuple[str, int]
 
@@ -106,6 +108,8 @@ class LocalRun:
         self.display = options.display or make_display(names, quiet=options.quiet)
         self.processes: dict[ReplicaKey, ReplicaProcess] = {}
         self.events: list[dict[str, str]] = []
+        self._replaced: dict[ReplicaKey, tuple[int, list[int]]] = {}
+        """Per replica, the restarts and exit codes of processes already deleted (ExitCode restarts)."""
         self._changed = asyncio.Event()
         self._interrupts = 0
         self._started_at = time.time()
@@ -198,7 +202,7 @@ class LocalRun:
 
     async def _carry_out(self, actions: tuple[Action, ...]) -> None:
         deletions = [a for a in actions if isinstance(a, DeleteReplica)]
-        await asyncio.gather(*(self._delete(a.replica_type, a.index) for a in deletions))
+        await asyncio.gather(*(self._delete(a.replica_type, a.index, a.reason) for a in deletions))
         for action in actions:
             if isinstance(action, CreateReplica):
                 await self._create(action.replica_type, action.index)
@@ -222,10 +226,17 @@ class LocalRun:
             process.state.history.append(127)
         self.processes[key] = process
 
-    async def _delete(self, replica_type: str, index: int) -> None:
-        process = self.processes.pop((replica_type, index), None)
+    async def _delete(self, replica_type: str, index: int, reason: str) -> None:
+        key = (replica_type, index)
+        process = self.processes.pop(key, None)
         if process is not None:
             await process.stop(self.options.grace_period)
+            restarts, codes = self._replaced.get(key, (0, []))
+            recreated = 1 if reason == RESTART_REASON else 0
+            self._replaced[key] = (
+                restarts + process.state.restarts + recreated,
+                codes + process.state.history,
+            )
 
     def _event(self, event: EmitEvent) -> None:
         self.events = [
@@ -267,18 +278,22 @@ class LocalRun:
         records = []
         for key, spec in self.specs.items():
             process = self.processes.get(key)
-            observed = process.observe() if process is not None else None
+            replaced_restarts, replaced_codes = self._replaced.get(key, (0, []))
             state = process.state if process is not None else None
+            if process is None or state is None:
+                phase = "Deleted" if key in self._replaced else "Pending"
+            else:
+                phase = str(process.observe().phase)
             records.append(
                 ReplicaRecord(
                     name=spec.prefix,
                     replica_type=spec.replica_type,
                     index=spec.index,
                     pid=state.pid if state is not None and state.running else None,
-                    phase=str(observed.phase) if observed is not None else "Pending",
-                    restarts=state.restarts if state is not None else 0,
+                    phase=phase,
+                    restarts=replaced_restarts + (state.restarts if state is not None else 0),
                     exit_code=state.exit_code if state is not None else None,
-                    exit_codes=list(state.history) if state is not None else [],
+                    exit_codes=replaced_codes + (list(state.history) if state is not None else []),
                     log=str(self.directory.log_path(spec.prefix)),
                 )
             )

@@ -1,0 +1,216 @@
+"""Restart and failure semantics of ``kubetrain run``: the engine decides, real processes obey."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+import pytest
+from conftest import KUBETRAIN, REPO, SCRIPTS, kubetrain_run, python_job, write_manifest
+
+pytestmark = pytest.mark.local
+
+EXIT_WITH = str(SCRIPTS / "exit_with.py")
+SLEEP = str(SCRIPTS / "sleep_forever.py")
+
+
+def test_a_replica_exiting_1_under_never_fails_the_job_and_stops_the_others(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    job = python_job("never-fails", {"Master": (1, [SLEEP]), "Worker": (1, [EXIT_WITH, "1"])})
+    run = kubetrain_run(write_manifest(tmp_path, job), state_dir)
+    assert run.returncode == 1, run.stderr
+    assert run.condition("Failed") is not None
+    assert run.replica("worker-0")["exit_codes"] == [1]
+    master = run.replica("master-0")
+    assert master["pid"] is None
+    assert master["exit_codes"] == [143], "the sleeping master is stopped with SIGTERM"
+
+
+def test_exit_137_under_exit_code_restarts_the_replica(tmp_path: Path, state_dir: Path) -> None:
+    marker = tmp_path / "attempted"
+    job = python_job(
+        "exitcode-retries", {"Master": (1, [EXIT_WITH, "137", str(marker)])}, restart_policy="ExitCode"
+    )
+    run = kubetrain_run(write_manifest(tmp_path, job), state_dir)
+    assert run.returncode == 0, run.stderr
+    assert run.replica("master-0")["exit_codes"] == [137, 0]
+    assert run.replica("master-0")["restarts"] == 1
+    assert run.lines_of("master-0") == ["exiting 137", "second attempt: exiting 0"]
+
+
+def test_exit_1_under_exit_code_fails_without_restart(tmp_path: Path, state_dir: Path) -> None:
+    job = python_job("exitcode-permanent", {"Master": (1, [EXIT_WITH, "1"])}, restart_policy="ExitCode")
+    run = kubetrain_run(write_manifest(tmp_path, job), state_dir)
+    assert run.returncode == 1
+    assert run.replica("master-0")["exit_codes"] == [1]
+
+
+def test_on_failure_restarts_in_place_and_counts_the_restart(tmp_path: Path, state_dir: Path) -> None:
+    marker = tmp_path / "attempted"
+    job = python_job("onfailure", {"Master": (1, [EXIT_WITH, "3", str(marker)])}, restart_policy="OnFailure")
+    run = kubetrain_run(write_manifest(tmp_path, job), state_dir)
+    assert run.returncode == 0, run.stderr
+    assert run.replica("master-0")["restarts"] == 1
+    assert run.replica("master-0")["exit_codes"] == [3, 0]
+
+
+def test_backoff_limit_2_stops_the_job_after_2_restarts(tmp_path: Path, state_dir: Path) -> None:
+    job = python_job(
+        "backoff",
+        {"Master": (1, [EXIT_WITH, "1"])},
+        restart_policy="OnFailure",
+        run_policy={"backoffLimit": 2},
+    )
+    run = kubetrain_run(write_manifest(tmp_path, job), state_dir)
+    assert run.returncode == 1
+    failed = run.condition("Failed")
+    assert failed is not None
+    assert failed["message"] == "Job backoff has failed because it has reached the specified backoff limit"
+    assert run.replica("master-0")["restarts"] == 2
+
+
+def test_active_deadline_seconds_fails_a_sleeping_job_in_about_that_time(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    job = python_job("deadline", {"Master": (1, [SLEEP])}, run_policy={"activeDeadlineSeconds": 3})
+    started = time.monotonic()
+    run = kubetrain_run(write_manifest(tmp_path, job), state_dir)
+    elapsed = time.monotonic() - started
+    assert run.returncode == 1
+    failed = run.condition("Failed")
+    assert failed is not None
+    assert failed["message"] == "Job deadline has failed because it was active longer than specified deadline"
+    assert 3 <= elapsed < 8, f"took {elapsed:.1f}s"
+
+
+def _wait_for(predicate: Callable[[], bool], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise AssertionError("timed out waiting")
+
+
+def test_ctrl_c_stops_every_replica_and_leaves_no_process_behind(tmp_path: Path, state_dir: Path) -> None:
+    job = python_job("interrupted", {"Master": (1, [SLEEP, "--spawn"]), "Worker": (2, [SLEEP])})
+    manifest = write_manifest(tmp_path, job)
+    runner = subprocess.Popen(
+        [KUBETRAIN, "run", str(manifest), "--state-dir", str(state_dir), "--grace-period", "5"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    log = state_dir / "interrupted" / "logs" / "master-0.log"
+    _wait_for(lambda: log.exists() and "spawned" in log.read_text())
+    spawned = [int(p) for p in re.findall(r"spawned (\d+) (\d+)", log.read_text())[0]]
+    status = json.loads((state_dir / "interrupted" / "status.json").read_text())
+    pids = [r["pid"] for r in status["replicas"] if r["pid"]] + spawned
+    assert len(pids) == 5
+    assert all(psutil.pid_exists(pid) for pid in pids)
+
+    runner.send_signal(signal.SIGINT)
+    _, stderr = runner.communicate(timeout=30)
+
+    assert runner.returncode == 130, stderr
+    survivors = [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
+    assert survivors == []
+    record = json.loads((state_dir / "interrupted" / "status.json").read_text())
+    assert record["interrupted"] is True
+    assert all(r["pid"] is None for r in record["replicas"])
+
+
+def test_replica_logs_are_whole_prefixed_lines(tmp_path: Path, state_dir: Path) -> None:
+    chatter = str(SCRIPTS / "chatter.py")
+    # Worker-only: the job succeeds when every worker has, so no replica is stopped early.
+    job = python_job("chatter", {"Worker": (3, [chatter])})
+    run = kubetrain_run(write_manifest(tmp_path, job), state_dir)
+    assert run.returncode == 0, run.stderr
+    pattern = re.compile(r"^worker-[012] \| line=(\d+) x{200} end=\1$")
+    body = [line for line in run.stdout.splitlines() if "last line" not in line]
+    assert len(body) == 900
+    assert all(pattern.match(line) for line in body)
+    for replica in ("worker-0", "worker-1", "worker-2"):
+        assert run.lines_of(replica)[-1] == "last line without newline"
+        file_lines = (state_dir / "chatter" / "logs" / f"{replica}.log").read_text().splitlines()
+        assert file_lines == run.lines_of(replica)
+
+
+def test_get_and_logs_read_the_state_directory(tmp_path: Path, state_dir: Path) -> None:
+    marker = tmp_path / "attempted"
+    job = python_job("readable", {"Master": (1, [EXIT_WITH, "3", str(marker)])}, restart_policy="OnFailure")
+    assert kubetrain_run(write_manifest(tmp_path, job), state_dir).returncode == 0
+
+    def cli(*args: str) -> str:
+        return subprocess.run(
+            [KUBETRAIN, *args, "--local", "--state-dir", str(state_dir)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+
+    listing = cli("get")
+    assert re.search(r"readable\s+PyTorchJob\s+Succeeded\s+0/1 running\s+1\b", listing), listing
+    assert json.loads(cli("get", "readable", "-o", "json"))["status"]["conditions"][-1]["type"] == "Succeeded"
+    assert cli("logs", "readable", "--replica", "master-0").splitlines() == [
+        "exiting 3",
+        "second attempt: exiting 0",
+    ]
+    assert cli("logs", "readable", "-f").splitlines() == [
+        "master-0 | exiting 3",
+        "master-0 | second attempt: exiting 0",
+    ]
+
+
+def test_logs_follow_streams_a_running_job_until_it_ends(tmp_path: Path, state_dir: Path) -> None:
+    job = python_job(
+        "followed",
+        {
+            "Master": (
+                1,
+                ["-c", "import time\nfor i in range(3):\n    print(i, flush=True)\n    time.sleep(1)"],
+            )
+        },
+    )
+    runner = subprocess.Popen(
+        [KUBETRAIN, "run", str(write_manifest(tmp_path, job)), "--state-dir", str(state_dir)],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    _wait_for(lambda: (state_dir / "followed" / "status.json").exists())
+    follower = subprocess.run(
+        [KUBETRAIN, "logs", "followed", "--local", "-f", "-r", "master-0", "--state-dir", str(state_dir)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert runner.wait(timeout=60) == 0
+    assert follower.stdout.splitlines() == ["0", "1", "2"]
+
+
+def test_an_invalid_manifest_exits_2_naming_the_field(tmp_path: Path, state_dir: Path) -> None:
+    job = python_job("invalid", {"Master": (1, [EXIT_WITH, "0"])})
+    job["spec"]["pytorchReplicaSpecs"]["Master"]["restartPolicy"] = "Sometimes"
+    run = kubetrain_run(write_manifest(tmp_path, job), state_dir)
+    assert run.returncode == 2
+    assert "spec.pytorchReplicaSpecs.Master.restartPolicy" in run.stderr
+
+
+def test_a_job_asking_for_more_gpus_than_exist_fails_before_starting(tmp_path: Path, state_dir: Path) -> None:
+    job = python_job("greedy", {"Master": (1, [EXIT_WITH, "0"])})
+    container = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
+    container["resources"] = {"limits": {"nvidia.com/gpu": 64}}
+    run = kubetrain_run(write_manifest(tmp_path, job), state_dir)
+    assert run.returncode == 1
+    assert "asks for 64 GPU(s)" in run.stderr
+    assert "containers[0].resources.limits" in run.stderr
