@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-core
 PYTEST := $(BIN)/pytest
 
-.PHONY: help install run test lint test-unit test-local test-cluster manifests clean
+.PHONY: help install run test lint test-unit test-local test-cluster envtest-build manifests clean
 
 help:
 	@echo "make run   - train the example PyTorch DDP job locally (1 master + 2 workers)"
@@ -31,7 +31,19 @@ lint: $(STAMP)
 test-unit: $(STAMP)
 	$(PYTEST) tests/unit -q
 
-test: lint test-unit
+test: lint test-unit test-cluster
+
+# envtest: a real control plane (etcd, kube-apiserver, scheduler, controller-manager) built from the
+# Kubernetes Go modules pinned in tools/envtest, cached in ~/.cache/kubetrain/envtest/<version>/.
+envtest-build: $(STAMP)
+	$(BIN)/kubetrain envtest build
+
+# The cluster tier against a fresh envtest, stopped by the trap whether the tests pass or fail.
+ENVTEST_TEST_DIR := .state/envtest-make
+test-cluster: envtest-build
+	trap '$(BIN)/kubetrain envtest stop --dir $(ENVTEST_TEST_DIR)' EXIT; \
+	$(BIN)/kubetrain envtest start --dir $(ENVTEST_TEST_DIR) >/dev/null && \
+	KUBETRAIN_ENVTEST_DIR=$(ENVTEST_TEST_DIR) $(PYTEST) tests/cluster -q
 
 run: $(STAMP)
 	$(BIN)/kubetrain version
