@@ -6,6 +6,10 @@
   only sums the restart counts of Running pods, so ``ExitCode`` recreations never count (#2045).
   The comparison is upstream's: with ``backoffLimit: 0`` the first restart fails the job; otherwise
   the job fails once ``restarts >= backoffLimit`` ("backoffLimit 2 stops after 2 restarts").
+  A recreation counts when the engine decides it (the failed replica is deleted), an in-place
+  restart when it is observed. Both policies therefore fail the job on the same failure, the
+  ``backoffLimit``-th one that needed a restart, and report the same restart count: a replica the
+  kubelet already restarted in place is stopped, a replica awaiting recreation is not recreated.
 - activeDeadlineSeconds has a real timer: while the job runs, ``requeue_after`` is the time left,
   so the deadline fires even when nothing else happens (upstream #3358).
 """

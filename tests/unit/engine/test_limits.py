@@ -128,3 +128,19 @@ def test_a_failed_job_past_its_deadline_asks_for_no_deadline_requeue() -> None:
     job = settled(job, everything_running(job))
     job = settled(job, everything_running(job), NOW + timedelta(seconds=61))
     assert decide(job, observe(), NOW + timedelta(seconds=62)).requeue_after is None
+
+
+def test_in_place_and_recreated_restarts_fail_the_job_on_the_same_failure() -> None:
+    """backoffLimit 2: the second failure needing a restart fails the job under either policy."""
+    limit = RunPolicy(backoff_limit=2)
+    in_place = toy_job(masters=1, workers=None, policy=RestartPolicy.ON_FAILURE, run_policy=limit)
+    in_place_after_two = decide(in_place, observe(replica("Master", 0, restart_count=2)))
+
+    recreated = toy_job(masters=1, workers=None, policy=RestartPolicy.EXIT_CODE, run_policy=limit)
+    crash = observe(replica("Master", 0, Phase.FAILED, exit_code=137))
+    recreated = settled(settled(recreated, crash), crash, NOW + timedelta(seconds=1))
+    recreated_after_two = decide(recreated, observe(), NOW + timedelta(seconds=2))
+
+    assert in_place_after_two.status.is_true(ConditionType.FAILED)
+    assert recreated_after_two.status.is_true(ConditionType.FAILED)
+    assert recreated_after_two.status.replica_statuses["Master"].restarts == 2
