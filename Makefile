@@ -31,7 +31,7 @@ lint: $(STAMP)
 test-unit: $(STAMP)
 	$(PYTEST) tests/unit -q
 
-test: lint test-unit test-cluster
+test: lint test-unit test-local test-cluster
 
 # envtest: a real control plane (etcd, kube-apiserver, scheduler, controller-manager) built from the
 # Kubernetes Go modules pinned in tools/envtest, cached in ~/.cache/kubetrain/envtest/<version>/.
