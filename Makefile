@@ -6,6 +6,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-core
+EXAMPLES_STAMP := $(VENV)/.installed-examples
 PYTEST := $(BIN)/pytest
 
 .PHONY: help install run test lint test-unit test-local test-cluster envtest-build manifests clean
@@ -45,8 +46,19 @@ test-cluster: envtest-build
 	$(BIN)/kubetrain envtest start --dir $(ENVTEST_TEST_DIR) >/dev/null && \
 	KUBETRAIN_ENVTEST_DIR=$(ENVTEST_TEST_DIR) $(PYTEST) tests/cluster -q
 
-run: $(STAMP)
-	$(BIN)/kubetrain version
+# The examples' frameworks (torch, xgboost, mpi4py, jax, tensorflow) and Open MPI for the MPIJob example.
+$(EXAMPLES_STAMP): $(STAMP) pyproject.toml
+	command -v mpirun >/dev/null || { apt-get update -qq && apt-get install -y -qq openmpi-bin libopenmpi-dev; }
+	$(BIN)/pip install --quiet -e '.[dev,examples]'
+	touch $@
+
+# Trains the PyTorch DDP example (1 master + 2 workers over gloo) to Succeeded, printing its losses.
+run: $(EXAMPLES_STAMP)
+	$(BIN)/kubetrain run examples/pytorch-ddp/job.yaml
+
+# Real processes: every example trains for real, plus restart, failure and Ctrl-C semantics.
+test-local: $(EXAMPLES_STAMP)
+	$(PYTEST) tests/local -q
 
 # The checked-in CRDs; tests/unit/api/test_crd_manifests.py fails when they are stale.
 manifests: $(STAMP)
