@@ -53,7 +53,8 @@ def reconcile(
         return Decision(status=job.status)
 
     ctx = ReconcileContext.start(job, framework, observation, now, traits)
-    if ctx.status.condition(ConditionType.CREATED) is None:
+    if not ctx.status.conditions:
+        # First sight. Only then: a late Created would become the last condition, the job's state.
         ctx.set_condition(
             ConditionType.CREATED,
             condition_reason(ctx.kind, ConditionType.CREATED),

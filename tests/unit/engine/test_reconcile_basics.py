@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from kubetrain.api.common import ConditionStatus, ConditionType, RunPolicy
+from kubetrain.api.common import ConditionStatus, ConditionType, JobCondition, JobStatus, RunPolicy
 from kubetrain.engine.types import (
     CreateReplica,
     CreateService,
@@ -217,3 +217,12 @@ def test_a_running_job_without_limits_asks_for_no_requeue() -> None:
     decision = decide(job, everything_running(job))
     assert decision.requeue_after is None
     assert only_state_actions(decision) == []
+
+
+def test_created_is_only_added_on_first_sight_so_it_never_becomes_the_latest_state() -> None:
+    status = JobStatus(
+        conditions=[JobCondition(type=ConditionType.SUCCEEDED, status=ConditionStatus.TRUE, reason="Done")],
+        completion_time=NOW,
+    )
+    decision = decide(toy_job(status=status), observe())
+    assert [c.type for c in decision.status.conditions] == [ConditionType.SUCCEEDED]
