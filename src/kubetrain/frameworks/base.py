@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 from kubetrain.api.common import ConditionType, ReplicaStatus, RestartPolicy
 from kubetrain.api.errors import FieldError
 from kubetrain.api.jobs import TrainingJob
-from kubetrain.frameworks.addressing import Addressing
+from kubetrain.frameworks.addressing import Addressing, replica_name
 
 JobT = TypeVar("JobT", bound=TrainingJob)
 
@@ -95,6 +95,8 @@ class Framework(ABC, Generic[JobT]):
     config_mount_path: ClassVar[str | None] = None
     """Where ``config_files`` are mounted in pods (MPI: ``/etc/mpi``). The local substrate writes them
     to its own directory and rewrites env values under this path to point there."""
+    config_file_modes: ClassVar[Mapping[str, int]] = {}
+    """File mode of each ``config_files`` entry when mounted (MPI: scripts 0o555, hostfile 0o444)."""
 
     @property
     def kind(self) -> str:
@@ -124,6 +126,10 @@ class Framework(ABC, Generic[JobT]):
     def status_rules(self, context: StatusContext) -> list[ConditionProposal]:
         """The success / failure / running rules of §4.4, as conditions to apply in order."""
 
+    def pod_name(self, job: JobT, replica_type: str, index: int) -> str:
+        """The pod and process name: ``<job>-<type>-<index>`` (MPI's launcher: ``<job>-launcher``)."""
+        return replica_name(job.name, replica_type, index)
+
     def materialised_replica_types(self, job: JobT, colocated: bool) -> tuple[str, ...]:
         """Replica types that become pods or processes. Locally MPI runs only its launcher."""
         return tuple(t for t in self.replica_types if t in job.replica_specs)
@@ -150,3 +156,5 @@ class InitSettings:
 
     pytorch_init_image: str = "alpine:3.10"
     pytorch_init_max_tries: int = 100
+    mpi_kubectl_delivery_image: str = "kubeflow/kubectl-delivery:latest"
+    """MPIJob v1 launcher's ``kubectl-delivery`` init container (``--mpi-kubectl-delivery-image``)."""
