@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from kubetrain.api.common import RestartPolicy
+from kubetrain.api.common import RestartPolicy, RunPolicy
 from kubetrain.engine.replicas import STUCK_GRACE_SECONDS
 from kubetrain.engine.types import CreateReplica, DeleteReplica
 
@@ -44,3 +44,10 @@ def test_once_the_stuck_replica_is_gone_it_is_recreated() -> None:
 def test_a_terminating_replica_without_a_deletion_time_is_never_forced() -> None:
     decision = decide(JOB, observe(replica("Master", 0), replica("Worker", 0, terminating=True)))
     assert not actions_of(decision, DeleteReplica)
+
+
+def test_requeue_after_is_the_earliest_of_every_wake_up() -> None:
+    job = toy_job(masters=1, workers=1, run_policy=RunPolicy(active_deadline_seconds=300))
+    job = job.with_status(job.status.model_copy(update={"start_time": NOW - timedelta(seconds=290)}))
+    terminating = replica("Worker", 0, terminating=True, deletion_timestamp=NOW)
+    assert decide(job, observe(replica("Master", 0), terminating)).requeue_after == 10
