@@ -32,7 +32,7 @@ class FakeClock:
         await settle()
 
 
-async def settle(rounds: int = 20) -> None:
+async def settle(rounds: int = 50) -> None:
     """Give every ready task a chance to run (a handful of loop iterations)."""
     for _ in range(rounds):
         await asyncio.sleep(0)
