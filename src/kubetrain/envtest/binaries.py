@@ -21,9 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from kubetrain.envtest.toolchain import ToolchainError, find_go
+
 MODULE_ENV = "KUBETRAIN_ENVTEST_MODULE"
 BIN_DIR_ENV = "KUBETRAIN_ENVTEST_BIN_DIR"
-GO_ENV = "KUBETRAIN_GO"
 
 COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "etcd")
 KUBERNETES_PACKAGES = tuple(f"k8s.io/kubernetes/cmd/{name}" for name in COMPONENTS if name != "etcd")
@@ -181,20 +182,13 @@ def build_command(go: str, version: str, output: Path) -> list[str]:
     ]
 
 
-def _find_go() -> str:
-    candidates = [os.environ.get(GO_ENV), shutil.which("go"), "/usr/local/go/bin/go"]
-    for candidate in candidates:
-        if candidate and os.access(candidate, os.X_OK):
-            return candidate
-    raise BuildError(
-        "the envtest binaries are not built and no Go toolchain was found "
-        f"(PATH, /usr/local/go/bin, ${GO_ENV}); install Go >= 1.24 (https://go.dev/dl) or point "
-        f"${BIN_DIR_ENV} at a directory with {', '.join(COMPONENTS)}"
-    )
-
-
 def _build(binaries: Binaries, module: Path, log: Callable[[str], None]) -> None:
-    go = _find_go()
+    try:
+        go = find_go(cache_root(), log)
+    except ToolchainError as error:
+        raise BuildError(
+            f"{error}; or point ${BIN_DIR_ENV} at a directory with {', '.join(COMPONENTS)}"
+        ) from error
     staging = binaries.directory.with_name(binaries.directory.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
