@@ -56,6 +56,9 @@ def reconcile_replicas(ctx: ReconcileContext) -> list[ObservedPhase]:
         if replica_type not in materialised:
             for replica in replicas:
                 ctx.delete_replica_and_service(replica, "scale-down")
+    for key in sorted(ctx.observation.services or ()):
+        if key[0] not in materialised:
+            ctx.delete_service(key)
     return seen
 
 
@@ -69,7 +72,8 @@ def _reconcile_type(
     ctx.status.replica_statuses[replica_type] = counts
 
     wanted = replica_count(ctx.job, replica_type)
-    indices = sorted(set(range(wanted)) | {i for (t, i) in observed if t == replica_type})
+    existing = {*observed, *(ctx.observation.services or ())}
+    indices = sorted(set(range(wanted)) | {i for (t, i) in existing if t == replica_type})
     seen: list[ObservedPhase] = []
     for index in indices:
         key = (replica_type, index)

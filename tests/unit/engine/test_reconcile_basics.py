@@ -226,3 +226,17 @@ def test_created_is_only_added_on_first_sight_so_it_never_becomes_the_latest_sta
     )
     decision = decide(toy_job(status=status), observe())
     assert [c.type for c in decision.status.conditions] == [ConditionType.SUCCEEDED]
+
+
+def test_scale_down_deletes_a_left_over_service_without_its_replica() -> None:
+    job = toy_job(masters=1, workers=1)
+    services = frozenset({("Master", 0), ("Worker", 0), ("Worker", 3)})
+    decision = decide(job, observe(replica("Master", 0), replica("Worker", 0), services=services))
+    assert actions_of(decision, DeleteService) == [DeleteService("Worker", 3)]
+
+
+def test_services_of_a_replica_type_no_longer_in_the_spec_are_deleted() -> None:
+    job = toy_job(masters=None, workers=1)
+    services = frozenset({("Master", 0), ("Worker", 0)})
+    decision = decide(job, observe(replica("Worker", 0), services=services))
+    assert actions_of(decision, DeleteService) == [DeleteService("Master", 0)]
