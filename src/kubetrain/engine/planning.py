@@ -112,7 +112,7 @@ def plan_replica(
     """The replica ``(type, index)`` of a defaulted job, ready for a substrate to start."""
     framework = framework or framework_for(job)
     template = copy.deepcopy(job.replica_specs[replica_type].template)
-    metadata = template.setdefault("metadata", {})
+    metadata = template["metadata"] = dict(template.get("metadata") or {})
     labels = {**(metadata.get("labels") or {}), **replica_labels(job, replica_type, index, framework)}
     metadata["labels"] = labels
 
@@ -122,7 +122,7 @@ def plan_replica(
         container["env"] = [*(container.get("env") or []), *copy.deepcopy(injected)]
 
     policy = replica_policy(job, replica_type, framework)
-    pod_spec = template.setdefault("spec", {})
+    pod_spec = template["spec"] = template.get("spec") or {}
     overridden = pod_spec.get("restartPolicy") is not None
     # The pod never restarts on its own under ExitCode: the engine decides from the exit code.
     pod_spec["restartPolicy"] = str(RestartPolicy.NEVER if policy is RestartPolicy.EXIT_CODE else policy)

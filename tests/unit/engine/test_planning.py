@@ -167,3 +167,9 @@ def test_selector_has_the_three_labels_sorted_by_key() -> None:
         "training.kubeflow.org/operator-name=toyjob-controller,"
         "training.kubeflow.org/replica-type=worker"
     )
+
+
+def test_a_template_with_null_metadata_still_gets_its_labels() -> None:
+    template = {"metadata": None, "spec": {"containers": [{"name": "toy"}]}}
+    plan = _plan(toy_job(template=template))
+    assert plan.template["metadata"]["labels"] == plan.labels
