@@ -1,14 +1,64 @@
-"""MPIJob kubeflow.org/v1: the launcher reaches workers through ``kubectl exec`` (§2.7)."""
+"""MPIJob kubeflow.org/v1: the launcher reaches workers through ``kubectl exec`` (§1.3, §2.7, §4.4, §5.2).
+
+No services: the hostfile names worker pods, and ``kubexec.sh`` runs ``kubectl exec`` into them.
+Locally every rank is a child of the launcher's ``mpirun``, so only the launcher is a process and
+its hostfile is ``localhost``.
+"""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
-from kubetrain.api.common import RestartPolicy
+from kubetrain.api.common import CleanPodPolicy, ConditionType, RestartPolicy
+from kubetrain.api.defaults import (
+    with_default_clean_pod_policy,
+    with_default_replicas,
+    with_default_restart_policy,
+)
 from kubetrain.api.errors import FieldError
 from kubetrain.api.jobs import MPIJob
-from kubetrain.frameworks.addressing import Addressing
-from kubetrain.frameworks.base import ConditionProposal, EnvTarget, EnvVar, Framework, StatusContext
+from kubetrain.api.validation import (
+    container_names_errors,
+    containers_errors,
+    derived_name_errors,
+    forbidden,
+    job_name_errors,
+    managed_by_errors,
+    non_negative_errors,
+    replica_keys_errors,
+    required,
+)
+from kubetrain.frameworks.addressing import Addressing, replica_name
+from kubetrain.frameworks.base import (
+    ConditionProposal,
+    EnvTarget,
+    EnvVar,
+    Framework,
+    InitSettings,
+    StatusContext,
+)
+from kubetrain.frameworks.mpi_common import (
+    CONFIG_MOUNT_PATH,
+    DISCOVER_HOSTS,
+    HOSTFILE,
+    LAUNCHER,
+    LOCALHOST,
+    WORKER,
+    container_env_names,
+    evicted_workers_message,
+    launcher_name,
+    observed,
+    requests_gpus,
+    slots_per_worker,
+    worker_count,
+)
+from kubetrain.frameworks.standard import V1_MANAGED_BY, counts, env, proposal, restart_only_on_exit_code
+
+KUBEXEC = "kubexec.sh"
+KUBECTL_MOUNT_PATH = "/opt/kube"
+FAILED_REASON = "MPIJobMPIJobFailed"
+"""Upstream's generic failure path prefixes the kind to an already prefixed reason; kept verbatim."""
 
 
 class MPIFramework(Framework[MPIJob]):
@@ -16,7 +66,7 @@ class MPIFramework(Framework[MPIJob]):
     scheme_name: ClassVar[str] = "mpijob"
     framework_label: ClassVar[str] = "mpi"
     controller_name: ClassVar[str] = "mpijob-controller"
-    replica_types: ClassVar[tuple[str, ...]] = ("Launcher", "Worker")
+    replica_types: ClassVar[tuple[str, ...]] = (LAUNCHER, WORKER)
     default_container: ClassVar[str] = "mpi"
     default_port_name: ClassVar[str | None] = None
     default_port: ClassVar[int | None] = None
@@ -24,18 +74,181 @@ class MPIFramework(Framework[MPIJob]):
     scale_replica_type: ClassVar[str | None] = None
     env_target: ClassVar[EnvTarget] = EnvTarget.FIRST_CONTAINER
     per_replica_services: ClassVar[bool] = False
+    config_mount_path: ClassVar[str | None] = CONFIG_MOUNT_PATH
+    config_file_modes: ClassVar[Mapping[str, int]] = {KUBEXEC: 0o555, HOSTFILE: 0o444, DISCOVER_HOSTS: 0o555}
+
+    # --- defaulting ---------------------------------------------------------------------------
 
     def set_defaults(self, job: MPIJob) -> MPIJob:
-        raise NotImplementedError
+        """Launcher 1 replica, Worker 0; both ``Never``; no port; cleanPodPolicy merged (runPolicy wins)."""
+        specs = dict(job.replica_specs)
+        for replica_type, replicas in ((LAUNCHER, 1), (WORKER, 0)):
+            if replica_type in specs:
+                spec = with_default_replicas(specs[replica_type], replicas)
+                specs[replica_type] = with_default_restart_policy(spec, self.default_restart_policy)
+        run_policy = job.run_policy
+        if run_policy.clean_pod_policy is None and job.spec.clean_pod_policy is not None:
+            run_policy = run_policy.model_copy(update={"clean_pod_policy": job.spec.clean_pod_policy})
+        run_policy = with_default_clean_pod_policy(run_policy, CleanPodPolicy.NONE)
+        spec_update: dict[str, Any] = {job.spec.REPLICA_SPECS_FIELD: specs, "run_policy": run_policy}
+        if job.spec.clean_pod_policy is None:
+            spec_update["clean_pod_policy"] = run_policy.clean_pod_policy
+        return job.model_copy(update={"spec": job.spec.model_copy(update=spec_update)})
+
+    # --- validation ---------------------------------------------------------------------------
 
     def validate(self, job: MPIJob) -> list[FieldError]:
-        raise NotImplementedError
+        """The reconciler's checks (upstream has no MPIJob v1 webhook), plus name and managedBy."""
+        path = "spec.mpiReplicaSpecs"
+        errors = job_name_errors(job.name)
+        errors += managed_by_errors(job.run_policy, V1_MANAGED_BY)
+        errors += non_negative_errors("spec.slotsPerWorker", job.spec.slots_per_worker)
+        if not job.replica_specs:
+            errors.append(required(path, "must have Launcher and Worker replica specs"))
+        errors += replica_keys_errors(path, job.replica_specs, self.replica_types)
+        for replica_type, spec in job.replica_specs.items():
+            errors += containers_errors(f"{path}.{replica_type}", spec, None)
+            errors += container_names_errors(f"{path}.{replica_type}", spec)
+        launcher = job.replica_specs.get(LAUNCHER)
+        if launcher is None:
+            errors.append(required(f"{path}.{LAUNCHER}", "must be present"))
+        elif launcher.replicas != 1:
+            errors.append(forbidden(f"{path}.{LAUNCHER}.replicas", "must be 1"))
+        derived = [launcher_name(job)]
+        if worker_count(job) > 0:
+            derived.append(replica_name(job.name, WORKER, worker_count(job) - 1))
+        return errors + derived_name_errors(job.name, derived)
+
+    # --- roles, names, processes --------------------------------------------------------------
 
     def is_master_role(self, job: MPIJob, replica_type: str, index: int) -> bool:
-        raise NotImplementedError
+        return replica_type == LAUNCHER
+
+    def pod_name(self, job: MPIJob, replica_type: str, index: int) -> str:
+        return launcher_name(job) if replica_type == LAUNCHER else replica_name(job.name, replica_type, index)
+
+    def materialised_replica_types(self, job: MPIJob, colocated: bool) -> tuple[str, ...]:
+        """Workers first (the launcher waits for them); locally only the launcher (mpirun forks the ranks)."""
+        if colocated:
+            return (LAUNCHER,) if LAUNCHER in job.replica_specs else ()
+        return tuple(t for t in (WORKER, LAUNCHER) if t in job.replica_specs)
+
+    # --- env ----------------------------------------------------------------------------------
 
     def replica_env(self, job: MPIJob, replica_type: str, index: int, addressing: Addressing) -> list[EnvVar]:
-        raise NotImplementedError
+        """Launcher container[0] only; locally without the kubectl-exec agent and GPU blanking."""
+        if replica_type != LAUNCHER:
+            return []
+        found = []
+        if not addressing.colocated:
+            found.append(env("OMPI_MCA_plm_rsh_agent", f"{CONFIG_MOUNT_PATH}/{KUBEXEC}"))
+        found.append(env("OMPI_MCA_orte_default_hostfile", f"{CONFIG_MOUNT_PATH}/{HOSTFILE}"))
+        if addressing.colocated:
+            return found
+        launcher = job.replica_specs.get(LAUNCHER)
+        user_set = container_env_names(launcher)
+        if "I_MPI_HYDRA_BOOTSTRAP" not in user_set:
+            found.append(env("I_MPI_HYDRA_BOOTSTRAP", "rsh"))
+        if "I_MPI_HYDRA_BOOTSTRAP_EXEC" not in user_set:
+            found.append(env("I_MPI_HYDRA_BOOTSTRAP_EXEC", f"{CONFIG_MOUNT_PATH}/{KUBEXEC}"))
+        if not requests_gpus(launcher):
+            # The launcher only orchestrates; keep it off the GPUs a container runtime might expose.
+            found += [env("NVIDIA_VISIBLE_DEVICES", ""), env("NVIDIA_DRIVER_CAPABILITIES", "")]
+        return found
+
+    def init_containers(
+        self,
+        job: MPIJob,
+        replica_type: str,
+        index: int,
+        addressing: Addressing,
+        settings: InitSettings,
+    ) -> list[dict[str, Any]]:
+        """``kubectl-delivery`` copies kubectl into the launcher (volumes ``mpi-job-kubectl`` and
+        ``mpi-job-config`` are the kube substrate's to add)."""
+        if addressing.colocated or replica_type != LAUNCHER:
+            return []
+        resources = {"cpu": "100m", "memory": "512Mi", "ephemeral-storage": "5Gi"}
+        return [
+            {
+                "name": "kubectl-delivery",
+                "image": settings.mpi_kubectl_delivery_image,
+                "imagePullPolicy": "IfNotPresent",
+                "env": [
+                    {"name": "TARGET_DIR", "value": KUBECTL_MOUNT_PATH},
+                    {"name": "NAMESPACE", "value": job.namespace},
+                ],
+                "volumeMounts": [
+                    {"name": "mpi-job-kubectl", "mountPath": KUBECTL_MOUNT_PATH},
+                    {"name": "mpi-job-config", "mountPath": CONFIG_MOUNT_PATH},
+                ],
+                "resources": {"limits": dict(resources), "requests": dict(resources)},
+            }
+        ]
+
+    # --- config files -------------------------------------------------------------------------
+
+    def config_files(
+        self, job: MPIJob, addressing: Addressing, running_hosts: Sequence[str]
+    ) -> dict[str, str]:
+        """``<job>-config``: kubexec.sh, hostfile, discover_hosts.sh (byte-for-byte as upstream)."""
+        slots = slots_per_worker(job.spec.slots_per_worker)
+        if addressing.colocated:
+            total = slots * worker_count(job)
+            hostfile = f"{LOCALHOST} slots={total}\n" if total else ""
+            return {HOSTFILE: hostfile, DISCOVER_HOSTS: f"#!/bin/sh\necho {LOCALHOST}:{total}"}
+        gpu_launcher = requests_gpus(job.replica_specs.get(LAUNCHER))
+        hosts = [addressing.host(job, WORKER, i) for i in range(worker_count(job))]
+        hostfile = f"{launcher_name(job)} slots={slots}\n" if gpu_launcher else ""
+        hostfile += "".join(f"{host} slots={slots}\n" for host in hosts)
+        discover = "#!/bin/sh"
+        if gpu_launcher:
+            discover += f"\necho {launcher_name(job)}:{slots}\n"
+        discover += "".join(f"\necho {host}:{slots}" for host in sorted(running_hosts))
+        return {KUBEXEC: self.kubexec(job), HOSTFILE: hostfile, DISCOVER_HOSTS: discover}
+
+    def kubexec(self, job: MPIJob) -> str:
+        container = f" --container {job.spec.main_container}" if job.spec.main_container else ""
+        return (
+            "#!/bin/sh\nset -x\nPOD_NAME=$1\nshift\n"
+            f'{KUBECTL_MOUNT_PATH}/kubectl exec ${{POD_NAME}}{container} -- /bin/sh -c "$*"'
+        )
+
+    # --- status -------------------------------------------------------------------------------
 
     def status_rules(self, context: StatusContext) -> list[ConditionProposal]:
-        raise NotImplementedError
+        """The launcher pod's phase, worker evictions, then the generic replica rules."""
+        job = context.job
+        full_name = f"{job.namespace}/{job.name}"
+        found: list[ConditionProposal] = []
+        launchers = observed(context.replicas, LAUNCHER)
+        launcher = launchers[0] if launchers else None
+        if launcher is not None and launcher.phase == "Succeeded":
+            found.append(
+                ConditionProposal(
+                    ConditionType.SUCCEEDED, "MPIJobSucceeded", f"MPIJob {full_name} successfully completed."
+                )
+            )
+        elif launcher is not None and launcher.phase == "Failed":
+            reason = "MPIJobEvicted" if launcher.reason == "Evicted" else launcher.reason or "MPIJobFailed"
+            found.append(ConditionProposal(ConditionType.FAILED, reason, f"MPIJob {full_name} has failed"))
+        workers = observed(context.replicas, WORKER)
+        evicted = evicted_workers_message(workers)
+        if evicted is not None:
+            found.append(ConditionProposal(ConditionType.FAILED, "MPIJobEvicted", evicted))
+        if (
+            launcher is not None
+            and launcher.phase == "Running"
+            and all(w.phase == "Running" for w in workers)
+        ):
+            found.append(proposal(self.kind, ConditionType.RUNNING, f"MPIJob {full_name} is running."))
+        for replica_type in (t for t in self.replica_types if t in job.replica_specs):
+            counted = counts(context, replica_type)
+            if replica_type == LAUNCHER:
+                if counted.running > 0:
+                    found.append(proposal(self.kind, ConditionType.RUNNING, f"MPIJob {job.name} is running."))
+                if counted.expected == 0:
+                    message = f"MPIJob {job.name} is successfully completed."
+                    return [*found, proposal(self.kind, ConditionType.SUCCEEDED, message)]
+            found += restart_only_on_exit_code(self.kind, context, replica_type, counted, FAILED_REASON)
+        return found

@@ -1,0 +1,62 @@
+"""What both MPIJob designs share: replica names, slots, GPU launchers, the local hostfile."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kubetrain.api.common import ReplicaSpec
+from kubetrain.api.defaults import template_containers
+from kubetrain.api.jobs import TrainingJob
+from kubetrain.frameworks.base import ObservedPhase
+
+LAUNCHER = "Launcher"
+WORKER = "Worker"
+CONFIG_MOUNT_PATH = "/etc/mpi"
+HOSTFILE = "hostfile"
+DISCOVER_HOSTS = "discover_hosts.sh"
+LOCALHOST = "localhost"
+EVICTED = "Evicted"
+
+
+def launcher_name(job: TrainingJob) -> str:
+    """The launcher pod (v1) or launcher hostname (v2beta1): ``<job>-launcher``, no index."""
+    return f"{job.name}-launcher"
+
+
+def worker_count(job: TrainingJob) -> int:
+    spec = job.replica_specs.get(WORKER)
+    return (spec.replicas or 0) if spec is not None else 0
+
+
+def slots_per_worker(slots: int | None) -> int:
+    """Unset means 1 slot per host (upstream's effective default)."""
+    return 1 if slots is None else slots
+
+
+def requests_gpus(spec: ReplicaSpec | None) -> bool:
+    """Upstream's "GPU launcher": any container limit named ``*.com/gpu`` or containing ``gpu``."""
+    if spec is None:
+        return False
+    for container in template_containers(spec.template):
+        limits = (container.get("resources") or {}).get("limits") or {}
+        if any(str(key).endswith(".com/gpu") or "gpu" in str(key) for key in limits):
+            return True
+    return False
+
+
+def container_env_names(spec: ReplicaSpec | None, index: int = 0) -> set[str]:
+    """Names the user already set on container ``index`` (some injected env yields to them)."""
+    containers = template_containers(spec.template) if spec is not None else []
+    if len(containers) <= index:
+        return set()
+    return {str(e.get("name")) for e in containers[index].get("env") or [] if isinstance(e, dict)}
+
+
+def observed(replicas: Sequence[ObservedPhase], replica_type: str) -> list[ObservedPhase]:
+    return [r for r in replicas if r.replica_type == replica_type]
+
+
+def evicted_workers_message(workers: Sequence[ObservedPhase]) -> str | None:
+    """``<n>/<total> workers are evicted`` when any worker pod was evicted."""
+    evicted = sum(1 for w in workers if w.reason == EVICTED)
+    return f"{evicted}/{len(workers)} workers are evicted" if evicted else None
