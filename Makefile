@@ -60,11 +60,12 @@ run: $(EXAMPLES_STAMP)
 test-local: $(EXAMPLES_STAMP)
 	$(PYTEST) tests/local -q
 
-# The checked-in CRDs; tests/unit/api/test_crd_manifests.py fails when they are stale.
+# The checked-in CRDs and the field reference in docs/api.md; unit tests fail when they are stale.
 manifests: $(STAMP)
 	rm -f manifests/crds/*.yaml manifests/crds-mpijob-v1/*.yaml
 	$(BIN)/kubetrain manifests crds --output-dir manifests/crds
 	$(BIN)/kubetrain manifests crds --mpi-api v1 --kind MPIJob --output-dir manifests/crds-mpijob-v1
+	$(BIN)/kubetrain manifests api-reference --update docs/api.md
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -16,6 +16,7 @@ kind-specific facts (replica types, the scaled replica type, extra rules) to :fu
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -241,7 +242,10 @@ def _constrain_common_fields(
 
 def _common_rules(replica_map: str, replica_types: Sequence[str]) -> dict[str, Sequence[Rule]]:
     specs = f"self.spec.{replica_map}"
-    last_index = f"(has({specs}[t].replicas) && {specs}[t].replicas > 1 ? {specs}[t].replicas - 1 : 0)"
+    count = f"{specs}[t].replicas"
+    # A type with no replicas names nothing; an unset count defaults to 1 (index 0).
+    no_replicas = f"(has({count}) && {count} == 0)"
+    last_index = f"(has({count}) && {count} > 1 ? {count} - 1 : 0)"
     allowed = ", ".join(f"'{t}'" for t in replica_types)
     return {
         "": [
@@ -252,7 +256,8 @@ def _common_rules(replica_map: str, replica_types: Sequence[str]) -> dict[str, S
             ),
             Rule(
                 f"!has(self.spec) || !has({specs})"
-                f" || {specs}.all(t, size(self.metadata.name) + size(t) + 2 + size(string({last_index}))"
+                f" || {specs}.all(t, {no_replicas}"
+                f" || size(self.metadata.name) + size(t) + 2 + size(string({last_index}))"
                 f" <= {DNS1035_LABEL_MAX})",
                 f"metadata.name is too long: replica names <name>-<type>-<index> must be at most "
                 f"{DNS1035_LABEL_MAX} characters; shorten the job name",
@@ -303,3 +308,80 @@ def replica_required_rule(replica_map: str, replica_type: str, *, why: str) -> R
 
 
 _WORDS = {"==": "", "<=": "at most ", ">=": "at least "}
+
+
+# --- reference documentation from a schema ------------------------------------------------------------
+
+FieldRow = tuple[str, str, str, str, str]
+"""A field's path, type, CRD default, schema checks and description."""
+
+
+def field_rows(node: Schema, path: str = "", *, stop_at: Sequence[str] = ()) -> list[FieldRow]:
+    """Every field under ``node``, depth first; fields in ``stop_at`` are listed but not expanded."""
+    rows: list[FieldRow] = []
+    required = set(node.get("required", []))
+    for name, child in node.get("properties", {}).items():
+        child_path = f"{path}.{name}" if path else name
+        checks = [*(["required"] if name in required else []), *_value_checks(child)]
+        default = json.dumps(child["default"]) if "default" in child else ""
+        rows.append((child_path, _type_name(child), default, ", ".join(checks), child.get("description", "")))
+        nested = _nested_fields(child)
+        if nested is not None and child_path not in stop_at:
+            rows += field_rows(nested[0], child_path + nested[1], stop_at=stop_at)
+    return rows
+
+
+def _nested_fields(node: Schema) -> tuple[Schema, str] | None:
+    if "properties" in node:
+        return node, ""
+    values = node.get("additionalProperties")
+    if isinstance(values, dict) and "properties" in values:
+        return values, ".<key>"
+    if "items" in node and "properties" in node["items"]:
+        return node["items"], "[]"
+    return None
+
+
+def _type_name(node: Schema) -> str:
+    if node.get("x-kubernetes-int-or-string"):
+        return "int or string"
+    if node.get("type") == "array":
+        return f"[]{_type_name(node['items'])}"
+    if isinstance(node.get("additionalProperties"), dict):
+        return f"map[string]{_type_name(node['additionalProperties'])}"
+    if node.get("format") == "date-time":
+        return "string (date-time)"
+    return str(node.get("type", ""))
+
+
+def _value_checks(node: Schema) -> list[str]:
+    checks = []
+    if "enum" in node:
+        checks.append("one of " + ", ".join(f"`{json.dumps(v) if v == '' else v}`" for v in node["enum"]))
+    if "minimum" in node:
+        checks.append(f">= {node['minimum']}")
+    if node.get("x-kubernetes-preserve-unknown-fields"):
+        checks.append("not checked by the CRD")
+    return checks
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def validation_messages(node: Schema, path: str = "") -> list[tuple[str, str]]:
+    """Every CEL rule's node path and message, depth first."""
+    found = [(path or "(root)", rule["message"]) for rule in node.get("x-kubernetes-validations", [])]
+    for name, child in node.get("properties", {}).items():
+        found += validation_messages(child, f"{path}.{name}" if path else name)
+    values = node.get("additionalProperties")
+    if isinstance(values, dict):
+        found += validation_messages(values, f"{path}.<key>")
+    if "items" in node:
+        found += validation_messages(node["items"], f"{path}[]")
+    return found

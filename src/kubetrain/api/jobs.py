@@ -23,6 +23,7 @@ V2BETA1 = f"{GROUP}/v2beta1"
 class JobSpec(WireModel):
     REPLICA_SPECS_FIELD: ClassVar[str]
     run_policy: RunPolicy = Field(default_factory=RunPolicy)
+    """How the job runs: pod cleanup, TTL, deadline, backoff, gang scheduling, suspension."""
 
     @property
     def replica_specs(self) -> dict[str, ReplicaSpec]:

@@ -10,9 +10,11 @@ from kubetrain.frameworks.crds import (
     DEFAULT_MPI_API,
     MpiApi,
     all_crds,
+    api_reference,
     crd_file_name,
     crd_file_text,
     crds_text,
+    with_api_reference,
 )
 
 app = typer.Typer(name="manifests", help="Print or write the Kubernetes manifests kubetrain needs.")
@@ -61,3 +63,28 @@ def crds(
     for crd in chosen:
         (output_dir / crd_file_name(crd)).write_text(crd_file_text(crd))
         typer.echo(f"wrote {output_dir / crd_file_name(crd)}", err=True)
+
+
+@app.command("api-reference")
+def api_reference_command(
+    update: Path | None = typer.Option(
+        None,
+        "--update",
+        help="Rewrite the generated section of this Markdown file (between its BEGIN and END markers).",
+        dir_okay=False,
+        exists=True,
+    ),
+) -> None:
+    """Print the field tables and CEL rules of every kind, as Markdown (the generated part of docs/api.md).
+
+    Example: kubetrain manifests api-reference --update docs/api.md
+    """
+    if update is None:
+        typer.echo(api_reference(), nl=False)
+        return
+    try:
+        update.write_text(with_api_reference(update.read_text()))
+    except ValueError as error:
+        typer.echo(f"error: {update}: {error}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"updated {update}", err=True)

@@ -9,7 +9,14 @@ import yaml
 from typer.testing import CliRunner
 
 from kubetrain.cli.main import app
-from kubetrain.frameworks.crds import MpiApi, all_crds, crd_file_name, crd_file_text
+from kubetrain.frameworks.crds import (
+    MpiApi,
+    all_crds,
+    api_reference,
+    crd_file_name,
+    crd_file_text,
+    with_api_reference,
+)
 
 MANIFESTS = Path(__file__).resolve().parents[3] / "manifests"
 
@@ -66,3 +73,36 @@ def test_an_unknown_kind_is_an_error_that_lists_the_kinds() -> None:
     result = CliRunner().invoke(app, ["manifests", "crds", "--kind", "SparkJob"])
     assert result.exit_code == 2
     assert "--kind sparkjob is not a kind kubetrain serves; use one of JAXJob, MPIJob, MXJob" in result.stderr
+
+
+def test_the_field_reference_in_docs_api_md_is_current() -> None:
+    document = (MANIFESTS.parent / "docs" / "api.md").read_text()
+    assert with_api_reference(document) == document, (
+        "docs/api.md field reference out of date; run `make manifests`"
+    )
+
+
+def test_the_field_reference_covers_every_kind_and_both_mpijobs() -> None:
+    headings = [line for line in api_reference().splitlines() if line.startswith("### ")]
+    assert headings == [
+        "### Fields every kind shares",
+        "### PyTorchJob (`kubeflow.org/v1`)",
+        "### TFJob (`kubeflow.org/v1`)",
+        "### XGBoostJob (`kubeflow.org/v1`)",
+        "### PaddleJob (`kubeflow.org/v1`)",
+        "### JAXJob (`kubeflow.org/v1`)",
+        "### MXJob (`kubeflow.org/v1`)",
+        "### MPIJob (`kubeflow.org/v1`)",
+        "### MPIJob (`kubeflow.org/v2beta1`)",
+    ]
+
+
+def test_a_document_without_the_markers_is_refused() -> None:
+    with pytest.raises(ValueError, match="no generated section"):
+        with_api_reference("# API\n")
+
+
+def test_manifests_api_reference_prints_the_generated_section() -> None:
+    result = CliRunner().invoke(app, ["manifests", "api-reference"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == api_reference()

@@ -117,8 +117,8 @@ def test_min_resources_quantities_are_int_or_string() -> None:
 
 
 def test_optional_fields_become_their_plain_type() -> None:
-    nproc = schema_node(_schema(_crd("PyTorchJob/v1")), "spec.nprocPerNode")
-    assert _undescribed(nproc) == {"type": "string"}
+    rdzv_host = schema_node(_schema(_crd("PyTorchJob/v1")), "spec.elasticPolicy.rdzvHost")
+    assert _undescribed(rdzv_host) == {"type": "string"}
 
 
 def test_enums_keep_type_string() -> None:

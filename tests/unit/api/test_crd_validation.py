@@ -185,6 +185,7 @@ def test_a_valid_manifest_of_every_kind_is_admitted(name: str) -> None:
         ("spec.runPolicy.cleanPodPolicy", "Finished", "'Finished' is not one of"),
         ("spec.elasticPolicy.rdzvBackend", "zookeeper", "'zookeeper' is not one of"),
         ("spec.runPolicy.managedBy", "example.com/other", "'example.com/other' is not one of"),
+        ("spec.nprocPerNode", "four", "'four' does not match '^(auto|cpu|gpu|[+-]?[0-9]+)$'"),
         ("spec.pytorchReplicaSpecs.Worker.replicas", -1, "-1 is less than the minimum of 0"),
         ("spec.runPolicy.backoffLimit", -1, "-1 is less than the minimum of 0"),
         ("spec.runPolicy.activeDeadlineSeconds", -5, "-5 is less than the minimum of 0"),
@@ -261,6 +262,22 @@ def test_a_job_name_whose_replica_names_exceed_63_characters_is_refused() -> Non
 def test_the_derived_name_length_counts_the_digits_of_the_last_index() -> None:
     job = _broken("JAXJob", "spec.jaxReplicaSpecs.Worker.replicas", 11)
     job["metadata"]["name"] = "a" * 54
+    assert any(error.startswith("metadata.name is too long") for error in admission_errors(job))
+
+
+def test_a_replica_type_scaled_to_zero_names_no_replica() -> None:
+    # "<58 characters>-ps-0" is 63 characters; "<58 characters>-evaluator-0" would be 70.
+    job = _broken(
+        "TFJob",
+        "spec.tfReplicaSpecs",
+        {
+            "PS": {"replicas": 1, "template": _template("tensorflow")},
+            "Evaluator": {"replicas": 0, "template": _template("tensorflow")},
+        },
+    )
+    job["metadata"]["name"] = "a" * 58
+    assert admission_errors(job) == []
+    job["spec"]["tfReplicaSpecs"]["Evaluator"]["replicas"] = 1
     assert any(error.startswith("metadata.name is too long") for error in admission_errors(job))
 
 
