@@ -1,0 +1,151 @@
+"""The raw list/watch client, the request rate limit and the request counter (against a mock transport)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+
+import httpx2
+import pytest
+from lightkube.generic_resource import create_namespaced_resource
+from lightkube.resources.core_v1 import Pod
+
+from kubetrain.kube.runtime.client import (
+    ApiListWatch,
+    ApiStatusError,
+    RequestCounter,
+    ThrottledTransport,
+    TokenBucket,
+    collection_path,
+)
+from kubetrain.kube.runtime.reflector import ResourceExpiredError
+
+from .fakes import FakeClock, settle
+
+PodGroup = create_namespaced_resource("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups")
+
+
+def mock_client(handler: Callable[[httpx2.Request], httpx2.Response]) -> httpx2.AsyncClient:
+    return httpx2.AsyncClient(base_url="https://cluster.test", transport=httpx2.MockTransport(handler))
+
+
+def test_a_core_kind_lives_under_api_v1() -> None:
+    assert collection_path(Pod, "team") == "/api/v1/namespaces/team/pods"
+
+
+def test_without_a_namespace_the_path_covers_all_namespaces() -> None:
+    assert collection_path(Pod) == "/api/v1/pods"
+
+
+def test_a_custom_kind_lives_under_its_group() -> None:
+    path = collection_path(PodGroup, "team")
+    assert path == "/apis/scheduling.volcano.sh/v1beta1/namespaces/team/podgroups"
+
+
+async def test_list_sends_the_page_size_continue_token_and_selectors() -> None:
+    seen: list[httpx2.Request] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request)
+        body = {
+            "metadata": {"resourceVersion": "42", "continue": "next"},
+            "items": [{"metadata": {"name": "a"}}],
+        }
+        return httpx2.Response(200, json=body)
+
+    source = ApiListWatch(mock_client(handler), Pod, namespace="team", label_selector="app=x")
+    page = await source.list_page(limit=50, continue_token="abc")
+    assert dict(seen[0].url.params) == {"labelSelector": "app=x", "limit": "50", "continue": "abc"}
+    assert (page.resource_version, page.continue_token) == ("42", "next")
+    assert page.items == [{"metadata": {"name": "a"}, "kind": "Pod", "apiVersion": "v1"}]
+
+
+async def test_watch_asks_for_bookmarks_and_a_server_timeout_from_a_version() -> None:
+    seen: list[httpx2.Request] = []
+    lines = [
+        {"type": "ADDED", "object": {"metadata": {"name": "a", "resourceVersion": "43"}}},
+        {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "50"}}},
+    ]
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request)
+        return httpx2.Response(200, content="\n".join(json.dumps(line) for line in lines).encode())
+
+    source = ApiListWatch(mock_client(handler), Pod, label_selector="app=x")
+    events = [event async for event in source.watch(resource_version="42", timeout_seconds=300)]
+    params = dict(seen[0].url.params)
+    assert params == {
+        "labelSelector": "app=x",
+        "watch": "true",
+        "allowWatchBookmarks": "true",
+        "resourceVersion": "42",
+        "timeoutSeconds": "300",
+    }
+    assert seen[0].url.path == "/api/v1/pods"
+    assert [(event.type, event.object["metadata"]["resourceVersion"]) for event in events] == [
+        ("ADDED", "43"),
+        ("BOOKMARK", "50"),
+    ]
+
+
+def status(code: int, reason: str, message: str) -> httpx2.Response:
+    return httpx2.Response(code, json={"kind": "Status", "code": code, "reason": reason, "message": message})
+
+
+async def test_a_410_answer_to_a_watch_is_resource_expired() -> None:
+    source = ApiListWatch(mock_client(lambda _: status(410, "Expired", "too old resource version")), Pod)
+    with pytest.raises(ResourceExpiredError, match="too old"):
+        async for _ in source.watch(resource_version="1", timeout_seconds=300):
+            pass
+
+
+async def test_an_error_answer_to_a_list_carries_the_server_message() -> None:
+    source = ApiListWatch(mock_client(lambda _: status(403, "Forbidden", "pods is forbidden")), Pod)
+    with pytest.raises(ApiStatusError, match="403 Forbidden: pods is forbidden") as caught:
+        await source.list_page(limit=10, continue_token=None)
+    assert caught.value.code == 403
+
+
+async def test_the_bucket_lets_a_burst_through_then_paces_at_qps() -> None:
+    clock = FakeClock()
+    bucket = TokenBucket(qps=10, burst=3, clock=clock)
+    granted: list[float] = []
+
+    async def request() -> None:
+        await bucket.acquire()
+        granted.append(clock.now - 1000)
+
+    tasks = [asyncio.ensure_future(request()) for _ in range(5)]
+    await settle()
+    assert granted == [0, 0, 0]
+    await clock.advance(0.1)
+    assert len(granted) == 4
+    await clock.advance(0.1)
+    assert len(granted) == 5
+    await asyncio.gather(*tasks)
+
+
+async def test_a_zero_qps_bucket_never_waits() -> None:
+    clock = FakeClock()
+    bucket = TokenBucket(qps=0, burst=0, clock=clock)
+    for _ in range(100):
+        await bucket.acquire()
+    assert clock.now == 1000
+
+
+def test_a_rate_limit_needs_a_burst_of_at_least_one() -> None:
+    with pytest.raises(ValueError, match="kube-api-burst"):
+        TokenBucket(qps=5, burst=0)
+
+
+async def test_every_request_is_counted_by_method() -> None:
+    counter = RequestCounter()
+    inner = httpx2.MockTransport(lambda _: httpx2.Response(200, json={}))
+    transport = ThrottledTransport(inner, TokenBucket(qps=0, burst=0), counter)
+    client = httpx2.AsyncClient(base_url="https://cluster.test", transport=transport)
+    await client.get("/api/v1/pods")
+    await client.get("/api/v1/pods")
+    await client.post("/api/v1/namespaces/ns/pods", json={})
+    assert dict(counter.by_method) == {"GET": 2, "POST": 1}
+    assert counter.total == 3
