@@ -1,14 +1,56 @@
-"""MPIJob kubeflow.org/v2beta1: the launcher reaches workers over SSH (§2.8)."""
+"""MPIJob kubeflow.org/v2beta1 (mpi-operator): the launcher reaches workers over SSH (§1.4, §2.8, §5.3).
+
+Pods are addressed by hostname under the job's headless service (``<host>.<job>.<ns>.svc``).
+Only the launcher's outcome (or an evicted worker) decides the job; ``Restarting`` is never used.
+Locally the ranks are children of the launcher's ``mpirun``: only the launcher is a process and
+the hostfile is ``localhost``.
+"""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
-from kubetrain.api.common import RestartPolicy
+from kubetrain.api.common import CleanPodPolicy, ConditionType, RestartPolicy
+from kubetrain.api.defaults import (
+    with_default_clean_pod_policy,
+    with_default_replicas,
+    with_default_restart_policy,
+)
 from kubetrain.api.errors import FieldError
-from kubetrain.api.jobs import MPIJobV2
-from kubetrain.frameworks.addressing import Addressing
+from kubetrain.api.jobs import LauncherCreationPolicy, MPIImplementation, MPIJobV2
+from kubetrain.api.validation import (
+    containers_errors,
+    derived_name_errors,
+    invalid,
+    job_name_errors,
+    managed_by_errors,
+    non_negative_errors,
+    not_supported,
+    replica_keys_errors,
+    required,
+)
+from kubetrain.frameworks.addressing import Addressing, replica_name
 from kubetrain.frameworks.base import ConditionProposal, EnvTarget, EnvVar, Framework, StatusContext
+from kubetrain.frameworks.mpi_common import (
+    CONFIG_MOUNT_PATH,
+    DISCOVER_HOSTS,
+    HOSTFILE,
+    LAUNCHER,
+    LOCALHOST,
+    WORKER,
+    evicted_workers_message,
+    launcher_name,
+    observed,
+    slots_per_worker,
+    worker_count,
+)
+from kubetrain.frameworks.standard import counts, env
+
+V2_MANAGED_BY = ("kubeflow.org/mpi-operator", "kueue.x-k8s.io/multikueue")
+DEFAULT_SSH_AUTH_MOUNT_PATH = "/root/.ssh"
+VALID_RESTART_POLICIES = (RestartPolicy.NEVER.value, RestartPolicy.ON_FAILURE.value)
+SSH_RETRIES = "-o ConnectionAttempts=10"
 
 
 class MPIV2Framework(Framework[MPIJobV2]):
@@ -16,28 +58,196 @@ class MPIV2Framework(Framework[MPIJobV2]):
     scheme_name: ClassVar[str] = "mpijob-v2beta1"
     framework_label: ClassVar[str] = "mpi"
     controller_name: ClassVar[str] = "mpi-operator"
-    replica_types: ClassVar[tuple[str, ...]] = ("Launcher", "Worker")
+    replica_types: ClassVar[tuple[str, ...]] = (LAUNCHER, WORKER)
     default_container: ClassVar[str] = "mpi"
     default_port_name: ClassVar[str | None] = None
     default_port: ClassVar[int | None] = None
     default_restart_policy: ClassVar[RestartPolicy] = RestartPolicy.NEVER
+    """The workers' default; the launcher defaults to ``OnFailure`` (its batch Job retries it)."""
     scale_replica_type: ClassVar[str | None] = None
     env_target: ClassVar[EnvTarget] = EnvTarget.FIRST_CONTAINER
     per_replica_services: ClassVar[bool] = False
+    managed_by_self: ClassVar[str] = "kubeflow.org/mpi-operator"
+    config_mount_path: ClassVar[str | None] = CONFIG_MOUNT_PATH
+    config_file_modes: ClassVar[Mapping[str, int]] = {HOSTFILE: 0o444, DISCOVER_HOSTS: 0o555}
+
+    # --- defaulting ---------------------------------------------------------------------------
 
     def set_defaults(self, job: MPIJobV2) -> MPIJobV2:
-        raise NotImplementedError
+        specs = dict(job.replica_specs)
+        for replica_type, replicas, policy in (
+            (LAUNCHER, 1, RestartPolicy.ON_FAILURE),
+            (WORKER, 0, RestartPolicy.NEVER),
+        ):
+            if replica_type in specs:
+                specs[replica_type] = with_default_restart_policy(
+                    with_default_replicas(specs[replica_type], replicas), policy
+                )
+        spec = job.spec
+        update: dict[str, Any] = {
+            spec.REPLICA_SPECS_FIELD: specs,
+            "run_policy": with_default_clean_pod_policy(job.run_policy, CleanPodPolicy.NONE),
+        }
+        defaults: dict[str, Any] = {
+            "slots_per_worker": 1,
+            "run_launcher_as_worker": False,
+            "ssh_auth_mount_path": DEFAULT_SSH_AUTH_MOUNT_PATH,
+            "mpi_implementation": MPIImplementation.OPEN_MPI,
+            "launcher_creation_policy": LauncherCreationPolicy.AT_STARTUP,
+        }
+        update |= {name: value for name, value in defaults.items() if getattr(spec, name) is None}
+        return job.model_copy(update={"spec": spec.model_copy(update=update)})
+
+    # --- validation ---------------------------------------------------------------------------
 
     def validate(self, job: MPIJobV2) -> list[FieldError]:
-        raise NotImplementedError
+        """mpi-operator's controller-side checks on the defaulted job, plus the job name itself."""
+        spec, path = job.spec, "spec.mpiReplicaSpecs"
+        errors = job_name_errors(job.name)
+        errors += managed_by_errors(job.run_policy, V2_MANAGED_BY)
+        if not job.replica_specs:
+            errors.append(required(path, "must have replica specs"))
+        errors += replica_keys_errors(path, job.replica_specs, self.replica_types)
+        for replica_type, replica in job.replica_specs.items():
+            role_path = f"{path}.{replica_type}"
+            if replica.replicas is None:
+                errors.append(required(f"{role_path}.replicas", "must define number of replicas"))
+            policy = replica.restart_policy.value if replica.restart_policy else ""
+            if policy not in VALID_RESTART_POLICIES:
+                errors.append(not_supported(f"{role_path}.restartPolicy", policy, VALID_RESTART_POLICIES))
+            errors += containers_errors(role_path, replica, None)
+        launcher = job.replica_specs.get(LAUNCHER)
+        if launcher is None:
+            errors.append(required(f"{path}.{LAUNCHER}", "must have Launcher replica spec"))
+        elif launcher.replicas is not None and launcher.replicas != 1:
+            errors.append(invalid(f"{path}.{LAUNCHER}.replicas", launcher.replicas, "must be 1"))
+        workers = job.replica_specs.get(WORKER)
+        if workers is not None and workers.replicas is not None and workers.replicas <= 0:
+            errors.append(
+                invalid(f"{path}.{WORKER}.replicas", workers.replicas, "must be greater than or equal to 1")
+            )
+        if spec.slots_per_worker is None:
+            errors.append(required("spec.slotsPerWorker", "must have number of slots per worker"))
+        errors += non_negative_errors("spec.slotsPerWorker", spec.slots_per_worker)
+        if not spec.ssh_auth_mount_path:
+            errors.append(required("spec.sshAuthMountPath", "must have a mount path for SSH credentials"))
+        if job.run_policy.clean_pod_policy is None:
+            errors.append(required("spec.runPolicy.cleanPodPolicy", "must have clean Pod policy"))
+        for field, value in (
+            ("ttlSecondsAfterFinished", job.run_policy.ttl_seconds_after_finished),
+            ("activeDeadlineSeconds", job.run_policy.active_deadline_seconds),
+            ("backoffLimit", job.run_policy.backoff_limit),
+        ):
+            errors += non_negative_errors(f"spec.runPolicy.{field}", value)
+        derived = [launcher_name(job), replica_name(job.name, WORKER, max(worker_count(job), 1) - 1)]
+        return errors + derived_name_errors(job.name, derived)
+
+    # --- roles, names, processes --------------------------------------------------------------
 
     def is_master_role(self, job: MPIJobV2, replica_type: str, index: int) -> bool:
-        raise NotImplementedError
+        """v2beta1 pods carry ``job-role=launcher|worker`` instead; the launcher is the master."""
+        return replica_type == LAUNCHER
+
+    def pod_name(self, job: MPIJobV2, replica_type: str, index: int) -> str:
+        """The launcher's hostname is ``<job>-launcher`` (upstream's batch Job names its pod)."""
+        return launcher_name(job) if replica_type == LAUNCHER else replica_name(job.name, replica_type, index)
+
+    def materialised_replica_types(self, job: MPIJobV2, colocated: bool) -> tuple[str, ...]:
+        if colocated:
+            return (LAUNCHER,) if LAUNCHER in job.replica_specs else ()
+        return tuple(t for t in (WORKER, LAUNCHER) if t in job.replica_specs)
+
+    # --- env ----------------------------------------------------------------------------------
 
     def replica_env(
         self, job: MPIJobV2, replica_type: str, index: int, addressing: Addressing
     ) -> list[EnvVar]:
-        raise NotImplementedError
+        """``K_MPI_JOB_ROLE``; the launcher also gets its MPI implementation's hostfile settings."""
+        if replica_type != LAUNCHER:
+            return [env("K_MPI_JOB_ROLE", "worker")]
+        slots = slots_per_worker(job.spec.slots_per_worker)
+        hostfile = f"{CONFIG_MOUNT_PATH}/{HOSTFILE}"
+        found = [env("K_MPI_JOB_ROLE", "launcher")]
+        implementation = job.spec.mpi_implementation or MPIImplementation.OPEN_MPI
+        if implementation == MPIImplementation.OPEN_MPI:
+            found += [
+                env("OMPI_MCA_orte_keep_fqdn_hostnames", "true"),
+                env("OMPI_MCA_orte_default_hostfile", hostfile),
+                env("OMPI_MCA_plm_rsh_args", SSH_RETRIES),
+                env("OMPI_MCA_orte_set_default_slots", slots),
+            ]
+        elif implementation == MPIImplementation.INTEL:
+            found += [
+                env("I_MPI_HYDRA_HOST_FILE", hostfile),
+                env("I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS", SSH_RETRIES),
+                env("I_MPI_PERHOST", slots),
+            ]
+        else:
+            found += [env("HYDRA_HOST_FILE", hostfile), env("HYDRA_LAUNCH_EXTRA_ARGS", SSH_RETRIES)]
+        if not job.spec.run_launcher_as_worker and not addressing.colocated:
+            # A launcher that is not also a worker stays off the GPUs; locally the ranks are its children.
+            found += [env("NVIDIA_VISIBLE_DEVICES", ""), env("NVIDIA_DRIVER_CAPABILITIES", "")]
+        return found
+
+    # --- config files -------------------------------------------------------------------------
+
+    def config_files(
+        self, job: MPIJobV2, addressing: Addressing, running_hosts: Sequence[str]
+    ) -> dict[str, str]:
+        """``<job>-config``: hostfile (every desired host) and discover_hosts.sh (running ones)."""
+        slots = slots_per_worker(job.spec.slots_per_worker)
+        as_worker = bool(job.spec.run_launcher_as_worker)
+        if addressing.colocated:
+            total = slots * (worker_count(job) + (1 if as_worker else 0))
+            hostfile = self._host_line(job, LOCALHOST, total) if total else ""
+            return {HOSTFILE: hostfile, DISCOVER_HOSTS: f"#!/bin/sh\necho {LOCALHOST}\n"}
+        launcher = [launcher_name(job)] if as_worker else []
+        workers = [replica_name(job.name, WORKER, i) for i in range(worker_count(job))]
+        hostfile = "".join(
+            self._host_line(job, addressing.subdomain_fqdn(job, host), slots) for host in launcher + workers
+        )
+        discover = "#!/bin/sh\n" + "".join(
+            f"echo {addressing.subdomain_fqdn(job, host)}\n" for host in launcher + sorted(running_hosts)
+        )
+        return {HOSTFILE: hostfile, DISCOVER_HOSTS: discover}
+
+    def _host_line(self, job: MPIJobV2, host: str, slots: int) -> str:
+        if (job.spec.mpi_implementation or MPIImplementation.OPEN_MPI) == MPIImplementation.OPEN_MPI:
+            return f"{host} slots={slots}\n"
+        return f"{host}:{slots}\n"
+
+    # --- status -------------------------------------------------------------------------------
 
     def status_rules(self, context: StatusContext) -> list[ConditionProposal]:
-        raise NotImplementedError
+        """The launcher decides success and failure; evicted workers fail the job.
+
+        Upstream watches the launcher's batch Job: it fails once the Job gives up. Here the
+        launcher is a replica, so it fails the job when it failed under restart policy ``Never``
+        (with ``OnFailure`` it is restarted, and ``backoffLimit`` bounds the restarts). Running
+        needs the launcher and every worker running; locally workers are not processes, so the
+        launcher alone.
+        """
+        job = context.job
+        full_name = f"{job.namespace}/{job.name}"
+        launcher = counts(context, LAUNCHER)
+        if launcher.succeeded > 0:
+            message = f"MPIJob {full_name} successfully completed."
+            return [ConditionProposal(ConditionType.SUCCEEDED, "MPIJobSucceeded", message)]
+        found: list[ConditionProposal] = []
+        if launcher.failed > 0 and launcher.restart_policy == RestartPolicy.NEVER:
+            pods = observed(context.replicas, LAUNCHER)
+            reason = (
+                next((p.reason for p in pods if p.phase == "Failed" and p.reason), None) or "MPIJobFailed"
+            )
+            found.append(ConditionProposal(ConditionType.FAILED, reason, f"MPIJob {full_name} has failed"))
+        workers = observed(context.replicas, WORKER)
+        evicted = evicted_workers_message(workers)
+        if evicted is not None:
+            found.append(ConditionProposal(ConditionType.FAILED, "MPIJobEvicted", evicted))
+        workers_running = context.colocated or (
+            len(workers) == worker_count(job) and all(w.phase == "Running" for w in workers)
+        )
+        if not found and launcher.running > 0 and workers_running:
+            message = f"MPIJob {full_name} is running."
+            found.append(ConditionProposal(ConditionType.RUNNING, "MPIJobRunning", message))
+        return found
