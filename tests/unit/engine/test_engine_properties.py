@@ -9,7 +9,7 @@ passing. Every Decision's actions are applied to the simulated substrate before 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -20,11 +20,14 @@ from kubetrain.engine.types import (
     CreateService,
     Decision,
     DeleteJob,
+    DeletePodGroup,
     DeleteReplica,
     DeleteService,
     Observation,
     ObservedReplica,
     Phase,
+    PodGroupState,
+    SyncPodGroup,
     Traits,
 )
 
@@ -32,6 +35,8 @@ from .fakes import NOW, ToyJob, toy_job
 from .support import KUBE, LOCAL, decide
 
 Key = tuple[str, int]
+VOLCANO = Traits(colocated=False, gang_scheduler="volcano")
+SCHEDULER_PLUGINS = Traits(colocated=False, gang_scheduler="scheduler-plugins-scheduler")
 
 
 @dataclass
@@ -41,17 +46,21 @@ class Substrate:
     traits: Traits
     replicas: dict[Key, ObservedReplica] = field(default_factory=dict)
     services: set[Key] = field(default_factory=set)
+    pod_group: PodGroupState = field(default_factory=lambda: PodGroupState(exists=False))
     job_deleted: bool = False
 
     def observe(self) -> Observation:
         services = frozenset(self.services) if not self.traits.colocated else None
-        return Observation(replicas=tuple(self.replicas.values()), services=services)
+        pod_group = self.pod_group if self.traits.gang_scheduler else None
+        return Observation(replicas=tuple(self.replicas.values()), services=services, pod_group=pod_group)
 
-    def apply(self, decision: Decision) -> None:
+    def apply(self, decision: Decision, now: datetime) -> None:
         for action in decision.actions:
             if isinstance(action, CreateReplica):
                 key = (action.replica_type, action.index)
                 assert key not in self.replicas, f"created {key}, which exists: {self.replicas[key]}"
+                if self.traits.gang_scheduler == "volcano":
+                    assert self.pod_group.phase == "Running", "created a replica before Volcano admitted it"
                 self.replicas[key] = ObservedReplica(action.replica_type, action.index, Phase.PENDING)
             elif isinstance(action, DeleteReplica):
                 key = (action.replica_type, action.index)
@@ -60,11 +69,17 @@ class Substrate:
                     del self.replicas[key]
                 else:
                     assert not self.replicas[key].terminating, f"deleted {key} again while terminating"
-                    self.replicas[key] = replace(self.replicas[key], terminating=True)
+                    self.replicas[key] = replace(
+                        self.replicas[key], terminating=True, deletion_timestamp=now + timedelta(seconds=30)
+                    )
             elif isinstance(action, CreateService):
                 self.services.add((action.replica_type, action.index))
             elif isinstance(action, DeleteService):
                 self.services.discard((action.replica_type, action.index))
+            elif isinstance(action, SyncPodGroup) and not self.pod_group.exists:
+                self.pod_group = PodGroupState(exists=True, phase="Pending")
+            elif isinstance(action, DeletePodGroup):
+                self.pod_group = PodGroupState(exists=False)
             elif isinstance(action, DeleteJob):
                 self.job_deleted = True
 
@@ -92,11 +107,16 @@ class FlipSuspend:
 
 
 @dataclass(frozen=True)
+class PodGroupAdmitted:
+    pass
+
+
+@dataclass(frozen=True)
 class TimePasses:
     seconds: int
 
 
-Event = SetPhase | RestartInPlace | DeletionsComplete | FlipSuspend | TimePasses
+Event = SetPhase | RestartInPlace | DeletionsComplete | FlipSuspend | PodGroupAdmitted | TimePasses
 
 EXIT_CODES = st.sampled_from([None, 0, 1, 2, 127, 128, 137, 143])
 PHASE_CHANGES = st.builds(
@@ -113,7 +133,8 @@ EVENTS: st.SearchStrategy[Event] = st.one_of(
     st.just(DeletionsComplete()),
     st.just(DeletionsComplete()),
     st.just(FlipSuspend()),
-    st.builds(TimePasses, st.integers(1, 20)),
+    st.just(PodGroupAdmitted()),
+    st.builds(TimePasses, st.integers(1, 40)),
 )
 
 
@@ -152,6 +173,8 @@ def _happen(event: Event, substrate: Substrate, job: ToyJob) -> tuple[ToyJob, in
     elif isinstance(event, FlipSuspend):
         suspend = not job.run_policy.suspend
         job = job.with_run_policy(job.run_policy.model_copy(update={"suspend": suspend}))
+    elif isinstance(event, PodGroupAdmitted) and substrate.pod_group.exists:
+        substrate.pod_group = PodGroupState(exists=True, phase="Running")
     elif isinstance(event, TimePasses):
         return job, event.seconds
     return job, 0
@@ -173,18 +196,22 @@ def _check_invariants(before: JobStatus, after: JobStatus) -> None:
 
 
 @settings(max_examples=120, deadline=None)
-@given(job=jobs(), events=st.lists(EVENTS, min_size=5, max_size=40), colocated=st.booleans())
+@given(
+    job=jobs(),
+    events=st.lists(EVENTS, min_size=5, max_size=40),
+    traits=st.sampled_from([KUBE, LOCAL, VOLCANO, SCHEDULER_PLUGINS]),
+)
 def test_engine_invariants_hold_over_random_event_sequences(
-    job: ToyJob, events: list[Event], colocated: bool
+    job: ToyJob, events: list[Event], traits: Traits
 ) -> None:
-    substrate = Substrate(LOCAL if colocated else KUBE)
+    substrate = Substrate(traits)
     now = NOW
     for event in [TimePasses(0), *events]:
         job, elapsed = _happen(event, substrate, job)
         now += timedelta(seconds=elapsed)
         decision = decide(job, substrate.observe(), now, substrate.traits)
         _check_invariants(job.status, decision.status)
-        substrate.apply(decision)
+        substrate.apply(decision, now)
         job = job.with_status(decision.status)
         if substrate.job_deleted:
             return
