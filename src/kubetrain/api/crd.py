@@ -5,8 +5,8 @@ The pydantic JSON schema of a job model is rewritten into a Kubernetes *structur
 ``dict[str, Any]`` (pod templates, metrics) kept as ``x-kubernetes-preserve-unknown-fields``
 objects and ``int | str`` as ``x-kubernetes-int-or-string``. Pod templates are not expanded into
 the full ``PodTemplateSpec`` schema: that keeps each CRD a few kilobytes, small enough for a plain
-client-side ``kubectl apply`` (upstream's 600 KB CRDs need ``--server-side``); the engine
-validates templates before it creates pods.
+client-side ``kubectl apply`` (upstream's 600 KB CRDs need ``--server-side``); the frameworks'
+validation checks templates before any pod is created.
 
 Validation that upstream does in admission webhooks is carried by the CRD itself: schema
 ``enum`` and ``minimum`` where a value is checked alone, CEL ``x-kubernetes-validations`` where
@@ -127,7 +127,8 @@ def to_yaml(crd: Mapping[str, Any]) -> str:
 def replica_map_field(model: type[TrainingJob]) -> str:
     """The wire name of the model's replica map (``pytorchReplicaSpecs``, ``tfReplicaSpecs``, ...)."""
     spec_model = model.model_fields["spec"].annotation
-    assert isinstance(spec_model, type)
+    if not isinstance(spec_model, type):
+        raise TypeError(f"{model.__name__}.spec must be annotated with one JobSpec class, got {spec_model}")
     field_name: str = spec_model.REPLICA_SPECS_FIELD
     return spec_model.model_fields[field_name].alias or field_name
 
