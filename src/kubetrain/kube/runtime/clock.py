@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Protocol
+from collections.abc import Awaitable
+from typing import Protocol, TypeVar
+
+T = TypeVar("T")
 
 
 class Clock(Protocol):
@@ -35,3 +38,19 @@ async def sleep_or_wake(clock: Clock, seconds: float | None, wake: asyncio.Event
     finally:
         for waiter in waiters:
             waiter.cancel()
+
+
+async def within(clock: Clock, seconds: float, awaitable: Awaitable[T]) -> T:
+    """Await ``awaitable``, cancelling it and raising TimeoutError if ``seconds`` pass on ``clock`` first."""
+    work = asyncio.ensure_future(awaitable)
+    timer = asyncio.ensure_future(clock.sleep(seconds))
+    try:
+        await asyncio.wait({work, timer}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        timer.cancel()
+        if not work.done():
+            work.cancel()
+            await asyncio.gather(work, return_exceptions=True)
+    if work.cancelled():
+        raise TimeoutError(f"no answer within {seconds:g}s")
+    return work.result()

@@ -1,0 +1,229 @@
+"""Lease leader election: acquire, renew, lose on a missed deadline, release, take over after expiry."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from kubetrain.kube.runtime.leader import (
+    ElectionSettings,
+    LeaderElector,
+    LeaseConflictError,
+    LeaseLock,
+    LeaseRecord,
+    format_micro_time,
+    parse_micro_time,
+)
+
+from .fakes import FakeClock, settle
+
+EPOCH = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+class MemoryLease:
+    """One Lease with the API server's optimistic concurrency: a write must name the current version."""
+
+    def __init__(self) -> None:
+        self.record: LeaseRecord | None = None
+        self.version = 0
+        self.broken = False
+        """When True every request fails, as if the API server were unreachable."""
+
+    async def get(self) -> LeaseRecord | None:
+        self._check()
+        return self.record
+
+    async def create(self, record: LeaseRecord) -> LeaseRecord:
+        self._check()
+        if self.record is not None:
+            raise LeaseConflictError("exists")
+        return self._store(record)
+
+    async def update(self, record: LeaseRecord) -> LeaseRecord:
+        self._check()
+        if self.record is None or record.resource_version != self.record.resource_version:
+            raise LeaseConflictError("changed")
+        return self._store(record)
+
+    def _check(self) -> None:
+        if self.broken:
+            raise ConnectionError("API server unreachable")
+
+    def _store(self, record: LeaseRecord) -> LeaseRecord:
+        self.version += 1
+        self.record = replace(record, resource_version=str(self.version))
+        return self.record
+
+
+class Candidate:
+    def __init__(self, lease: LeaseLock, clock: FakeClock, identity: str) -> None:
+        self.events: list[str] = []
+        self.elector = LeaderElector(
+            lease,
+            identity,
+            clock=clock,
+            wall_clock=lambda: EPOCH + timedelta(seconds=clock.now),
+            rng=random.Random(identity),
+            on_started_leading=lambda: self.events.append("started"),
+            on_stopped_leading=lambda: self.events.append("stopped"),
+        )
+        self.task = asyncio.ensure_future(self.elector.run())
+
+    async def stop(self) -> None:
+        self.task.cancel()
+        await asyncio.gather(self.task, return_exceptions=True)
+
+
+async def elapse(clock: FakeClock, seconds: float, step: float = 0.5) -> None:
+    for _ in range(round(seconds / step)):
+        await clock.advance(step)
+
+
+async def test_a_lone_candidate_creates_the_lease_and_leads() -> None:
+    lease, clock = MemoryLease(), FakeClock()
+    candidate = Candidate(lease, clock, "a")
+    await settle()
+    assert candidate.elector.is_leader
+    assert candidate.events == ["started"]
+    assert lease.record is not None
+    assert (lease.record.holder, lease.record.transitions) == ("a", 0)
+    assert lease.record.lease_duration_seconds == 15
+    assert lease.record.acquire_time == lease.record.renew_time
+    await candidate.stop()
+
+
+async def test_the_leader_renews_every_retry_period() -> None:
+    lease, clock = MemoryLease(), FakeClock()
+    candidate = Candidate(lease, clock, "a")
+    await settle()
+    await elapse(clock, 6)
+    assert lease.record is not None and lease.record.renew_time == EPOCH + timedelta(seconds=clock.now)
+    assert lease.record.acquire_time == EPOCH + timedelta(seconds=clock.now - 6)
+    await candidate.stop()
+
+
+async def test_only_one_of_two_candidates_leads_while_the_leader_renews() -> None:
+    lease, clock = MemoryLease(), FakeClock()
+    first = Candidate(lease, clock, "a")
+    await settle()
+    second = Candidate(lease, clock, "b")
+    await elapse(clock, 60)
+    assert first.elector.is_leader
+    assert not second.elector.is_leader
+    await first.stop()
+    await second.stop()
+
+
+async def test_a_released_lease_is_taken_over_at_the_next_retry() -> None:
+    lease, clock = MemoryLease(), FakeClock()
+    first = Candidate(lease, clock, "a")
+    await settle()
+    second = Candidate(lease, clock, "b")
+    await elapse(clock, 4)
+    await first.stop()
+    assert await first.elector.release()
+    assert lease.record is not None
+    assert (lease.record.holder, lease.record.lease_duration_seconds) == ("", 1)
+    await elapse(clock, 2.5)
+    assert second.elector.is_leader
+    assert lease.record.holder == "b"
+    assert lease.record.transitions == 1
+    await second.stop()
+
+
+async def test_a_leader_that_dies_without_releasing_is_replaced_after_the_lease_duration() -> None:
+    lease, clock = MemoryLease(), FakeClock()
+    first = Candidate(lease, clock, "a")
+    await settle()
+    second = Candidate(lease, clock, "b")
+    await elapse(clock, 4)
+    first.task.cancel()  # killed: no release
+    await settle()
+    await elapse(clock, 12)
+    assert not second.elector.is_leader
+    await elapse(clock, 6)
+    assert second.elector.is_leader
+    await second.stop()
+
+
+async def test_a_leader_that_cannot_renew_stops_leading_at_the_renew_deadline() -> None:
+    lease, clock = MemoryLease(), FakeClock()
+    candidate = Candidate(lease, clock, "a")
+    await settle()
+    await elapse(clock, 2)
+    lease.broken = True
+    await elapse(clock, 9.5)
+    assert candidate.elector.is_leader
+    await elapse(clock, 0.5)
+    assert not candidate.elector.is_leader
+    assert candidate.events == ["started", "stopped"]
+    assert candidate.task.done()
+
+
+async def test_a_renewal_that_hangs_counts_against_the_deadline() -> None:
+    lease, clock = MemoryLease(), FakeClock()
+    candidate = Candidate(lease, clock, "a")
+    await settle()
+    hang = asyncio.Event()
+
+    async def hanging_get() -> LeaseRecord | None:
+        await hang.wait()
+        return None
+
+    lease.get = hanging_get  # type: ignore[method-assign]
+    await elapse(clock, 10)
+    assert not candidate.elector.is_leader
+
+
+async def test_a_conflicting_write_is_not_leadership() -> None:
+    clock = FakeClock()
+
+    class RacingLease(MemoryLease):
+        async def create(self, record: LeaseRecord) -> LeaseRecord:
+            raise LeaseConflictError("another candidate created it first")
+
+    candidate = Candidate(RacingLease(), clock, "a")
+    await settle()
+    assert not candidate.elector.is_leader
+    await candidate.stop()
+
+
+async def test_stopping_a_leader_calls_on_stopped_leading() -> None:
+    lease, clock = MemoryLease(), FakeClock()
+    candidate = Candidate(lease, clock, "a")
+    await settle()
+    await candidate.stop()
+    assert candidate.events == ["started", "stopped"]
+    assert not candidate.elector.is_leader
+
+
+async def test_release_leaves_someone_elses_lease_alone() -> None:
+    lease, clock = MemoryLease(), FakeClock()
+    leader = Candidate(lease, clock, "a")
+    await settle()
+    other = Candidate(lease, clock, "b")
+    await settle()
+    assert not await other.elector.release()
+    assert lease.record is not None and lease.record.holder == "a"
+    await leader.stop()
+    await other.stop()
+
+
+def test_the_renew_deadline_must_be_shorter_than_the_lease() -> None:
+    with pytest.raises(ValueError, match="renew deadline"):
+        ElectionSettings(lease_duration=10, renew_deadline=10)
+
+
+def test_the_retry_period_must_fit_in_the_renew_deadline() -> None:
+    with pytest.raises(ValueError, match="retry period"):
+        ElectionSettings(lease_duration=15, renew_deadline=4, retry_period=4)
+
+
+def test_lease_times_are_written_as_micro_time() -> None:
+    moment = datetime(2026, 3, 1, 12, 0, 5, 123456, tzinfo=UTC)
+    assert format_micro_time(moment) == "2026-03-01T12:00:05.123456Z"
+    assert parse_micro_time("2026-03-01T12:00:05.123456Z") == moment
