@@ -78,7 +78,7 @@ def test_every_replica_gets_env_with_unique_names_and_string_values(
         assert all(isinstance(e.get("value", ""), str) for e in found)
 
 
-def test_exactly_one_replica_type_or_index_has_the_master_role(
+def test_some_replica_has_the_master_role(
     typical: tuple[Framework[Any], TrainingJob],
 ) -> None:
     framework, parsed = typical
