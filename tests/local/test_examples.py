@@ -1,0 +1,150 @@
+"""Every example in examples/ runs for real, and the processes did what distributed training does."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+import yaml
+from conftest import KUBETRAIN, REPO, Run, kubetrain_run, write_manifest
+
+pytestmark = pytest.mark.local
+
+EXAMPLES = REPO / "examples"
+
+
+def example(name: str, checkpoints: Path | None = None, extra_args: tuple[str, ...] = ()) -> dict[str, Any]:
+    """An example's manifest, its checkpoints redirected to ``checkpoints`` and ``extra_args`` appended."""
+    manifest: dict[str, Any] = yaml.safe_load((EXAMPLES / name / "job.yaml").read_text())
+    specs = next(v for k, v in manifest["spec"].items() if k.endswith("ReplicaSpecs"))
+    for spec in specs.values():
+        for container in spec["template"]["spec"]["containers"]:
+            args = list(container.get("args", []))
+            if checkpoints is not None and "--checkpoint-dir" in args:
+                args[args.index("--checkpoint-dir") + 1] = str(checkpoints)
+            container["args"] = [*args, *extra_args]
+    return manifest
+
+
+def losses(lines: list[str]) -> list[float]:
+    return [float(m.group(1)) for line in lines if (m := re.match(r"step \d+ loss ([\d.]+)", line))]
+
+
+def assert_succeeded(run: Run) -> None:
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert run.condition("Succeeded") is not None
+
+
+def test_pytorch_ddp_trains_over_gloo_with_three_ranks_and_the_loss_decreases(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    run = kubetrain_run(write_manifest(tmp_path, example("pytorch-ddp", tmp_path / "ckpt")), state_dir)
+    assert_succeeded(run)
+    joined = {m for line in run.stdout.splitlines() for m in re.findall(r"rank (\d)/3 joined", line)}
+    assert joined == {"0", "1", "2"}
+    seen = losses(run.lines_of("master-0"))
+    assert len(seen) >= 10
+    assert seen[-1] < 0.75 * seen[0]
+    assert (tmp_path / "ckpt" / "model.pt").exists()
+
+
+def test_pytorch_ddp_resumes_from_the_checkpoint_after_a_replica_restarts(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    # worker-1 (rank 2) fails once at step 25, after the step-20 checkpoint: OnFailure restarts it
+    # in place, the other ranks' collectives fail and they restart too, and all resume at step 20.
+    manifest = example("pytorch-ddp", tmp_path / "ckpt", ("--fail-rank", "2", "--fail-at-step", "25"))
+    run = kubetrain_run(write_manifest(tmp_path, manifest), state_dir)
+    assert_succeeded(run)
+    assert run.replica("worker-1")["restarts"] >= 1
+    assert "rank 2 fails on purpose at step 25" in run.lines_of("worker-1")
+    assert "rank 0 resumed from checkpoint at step 20" in run.lines_of("master-0")
+    assert "step 59 loss" in "\n".join(run.lines_of("master-0"))
+
+
+def test_elastic_pytorch_re_rendezvouses_when_a_worker_process_is_killed(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    manifest = write_manifest(tmp_path, example("pytorch-elastic", tmp_path / "ckpt"))
+    runner = subprocess.Popen(
+        [KUBETRAIN, "run", str(manifest), "--state-dir", str(state_dir), "--grace-period", "5"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    worker0_log = state_dir / "pytorch-elastic" / "logs" / "worker-0.log"
+    deadline = time.monotonic() + 180
+    while not (worker0_log.exists() and "step 8 loss" in worker0_log.read_text()):
+        assert time.monotonic() < deadline and runner.poll() is None, "training never reached step 8"
+        time.sleep(0.2)
+    status = json.loads((state_dir / "pytorch-elastic" / "status.json").read_text())
+    agent = next(r["pid"] for r in status["replicas"] if r["name"] == "worker-1")
+    (training,) = psutil.Process(agent).children()
+    training.send_signal(signal.SIGKILL)
+
+    stdout, stderr = runner.communicate(timeout=240)
+    run = Run(runner.returncode, stdout, stderr, state_dir, "pytorch-elastic")
+    assert_succeeded(run)
+    restarted_at = [
+        int(m.group(1))
+        for line in run.lines_of("worker-1")
+        if (m := re.search(r"starts at step (\d+)", line))
+    ]
+    assert restarted_at[0] == 0
+    assert restarted_at[-1] >= 8, "the re-rendezvoused workers continue from the checkpoint"
+    joins = [line for line in run.lines_of("worker-1") if "joined" in line]
+    assert len(joins) >= 2 and f"pid {training.pid}" in joins[0]
+
+
+def test_xgboost_trains_one_booster_over_the_collective(tmp_path: Path, state_dir: Path) -> None:
+    run = kubetrain_run(write_manifest(tmp_path, example("xgboost")), state_dir)
+    assert_succeeded(run)
+    allreduced = [line for line in run.stdout.splitlines() if "allreduce of ranks = 3" in line]
+    assert len(allreduced) == 3
+    (master_result,) = [line for line in run.lines_of("master-0") if "logloss" in line]
+    first, last = map(float, re.findall(r"first ([\d.]+) last ([\d.]+)", master_result)[0])
+    assert last < first
+
+
+def test_jax_processes_psum_across_the_coordinator(tmp_path: Path, state_dir: Path) -> None:
+    run = kubetrain_run(write_manifest(tmp_path, example("jax")), state_dir)
+    assert_succeeded(run)
+    for replica, process in (("worker-0", 0), ("worker-1", 1)):
+        lines = run.lines_of(replica)
+        assert f"process {process} of 2, 2 devices in all" in lines
+        assert f"process {process}: psum = 3 (expected 3)" in lines
+
+
+def test_paddle_replicas_see_their_paddle_env(tmp_path: Path, state_dir: Path) -> None:
+    run = kubetrain_run(write_manifest(tmp_path, example("paddle")), state_dir)
+    assert_succeeded(run)
+    masters = set()
+    for replica in ("worker-0", "worker-1"):
+        (seen,) = [line for line in run.lines_of(replica) if line.startswith("PADDLE_JOB_ID")]
+        assert "PADDLE_JOB_ID=paddle-env PADDLE_NNODES=2" in seen
+        masters.add(seen.rsplit("PADDLE_MASTER=", 1)[1])
+    (master,) = masters
+    assert re.fullmatch(r"127\.0\.0\.1:\d+", master), "worker-0's $(POD_IP_DUMMY) became its loopback address"
+
+
+@pytest.mark.slow
+def test_tensorflow_multi_worker_mirrored_strategy_all_reduces_and_trains(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    run = kubetrain_run(write_manifest(tmp_path, example("tensorflow")), state_dir)
+    assert_succeeded(run)
+    for replica, index in (("worker-0", 0), ("worker-1", 1)):
+        lines = run.lines_of(replica)
+        assert f"task worker-{index}: 2 replicas in sync" in lines
+        assert "all-reduce of ones = 2" in lines
+        (result,) = [line for line in lines if line.startswith("loss first")]
+        first, last = map(float, re.findall(r"first ([\d.]+) last ([\d.]+)", result)[0])
+        assert last < first
