@@ -12,7 +12,7 @@ from typing import Any
 from kubetrain.api.common import RestartPolicy
 from kubetrain.api.jobs import TrainingJob
 from kubetrain.engine.types import ReplicaPlan, Traits
-from kubetrain.frameworks.addressing import Addressing, replica_name
+from kubetrain.frameworks.addressing import Addressing
 from kubetrain.frameworks.base import EnvTarget, Framework
 from kubetrain.frameworks.registry import framework_for
 
@@ -128,7 +128,7 @@ def plan_replica(
     pod_spec["restartPolicy"] = str(RestartPolicy.NEVER if policy is RestartPolicy.EXIT_CODE else policy)
 
     return ReplicaPlan(
-        name=replica_name(job.name, replica_type, index),
+        name=framework.pod_name(job, replica_type, index),
         replica_type=replica_type,
         index=index,
         labels=labels,

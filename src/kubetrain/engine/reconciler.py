@@ -99,7 +99,9 @@ def _run(ctx: ReconcileContext) -> None:
     observed = reconcile_replicas(ctx)
     if ctx.status.start_time is None:
         ctx.status.start_time = ctx.now
-    context = StatusContext(ctx.job, ctx.status.replica_statuses, observed, ctx.traits.colocated)
+    # The rules see this round's conditions (TF keeps a Restarting set while replicas were restarted).
+    current = ctx.job.with_status(ctx.status)
+    context = StatusContext(current, ctx.status.replica_statuses, observed, ctx.traits.colocated)
     for proposal in ctx.framework.status_rules(context):
         ctx.set_condition(proposal.type, proposal.reason, proposal.message)
 

@@ -16,7 +16,6 @@ from kubetrain.engine.conditions import condition_reason, exit_code_failure_mess
 from kubetrain.engine.context import ReconcileContext
 from kubetrain.engine.planning import fills_selector, replica_count, replica_policy, replica_type_selector
 from kubetrain.engine.types import EventType, ObservedReplica, Phase
-from kubetrain.frameworks.addressing import replica_name
 from kubetrain.frameworks.base import ObservedPhase
 
 STUCK_GRACE_SECONDS = 60.0
@@ -138,7 +137,7 @@ def _count(counts: ReplicaStatus, replica: ObservedReplica) -> None:
 def _handle_failure(ctx: ReconcileContext, replica: ObservedReplica, counts: ReplicaStatus) -> None:
     policy = replica_policy(ctx.job, replica.replica_type, ctx.framework)
     if replica.exit_code is not None:
-        pod = replica_name(ctx.name, replica.replica_type, replica.index)
+        pod = ctx.framework.pod_name(ctx.job, replica.replica_type, replica.index)
         ctx.emit(
             EventType.NORMAL,
             "ExitedWithCode",

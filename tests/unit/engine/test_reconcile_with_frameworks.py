@@ -138,3 +138,18 @@ def test_jax_worker_zero_carries_the_master_role_label() -> None:
     first, second = (plan_replica(admitted, "Worker", i, ClusterAddressing()) for i in (0, 1))
     assert first.labels.get("training.kubeflow.org/job-role") == "master"
     assert "training.kubeflow.org/job-role" not in second.labels
+
+
+def test_a_tfjob_worker_failing_under_on_failure_restarts_instead_of_failing_the_job() -> None:
+    tfjob = job("TFJob", {"Chief": 1, "Worker": 2}, name="dist", restart_policy="OnFailure")
+    failed = replica("Worker", 1, Phase.FAILED, exit_code=1)
+    observation = observe(replica("Chief", 0), replica("Worker", 0), failed)
+    decision = _reconcile(tfjob, observation)
+    assert decision.status.is_true(ConditionType.RESTARTING)
+    assert not decision.status.is_true(ConditionType.FAILED)
+    assert DeleteReplica("Worker", 1, "restart") in actions_of(decision, DeleteReplica)
+
+
+def test_the_mpi_launcher_plan_is_named_without_an_index() -> None:
+    mpijob = admit(job("MPIJob", {"Launcher": 1, "Worker": 2}, name="horovod"))
+    assert plan_replica(mpijob, "Launcher", 0, ClusterAddressing()).name == "horovod-launcher"
