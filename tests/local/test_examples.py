@@ -148,3 +148,17 @@ def test_tensorflow_multi_worker_mirrored_strategy_all_reduces_and_trains(
         (result,) = [line for line in lines if line.startswith("loss first")]
         first, last = map(float, re.findall(r"first ([\d.]+) last ([\d.]+)", result)[0])
         assert last < first
+
+
+def test_mpi_launcher_runs_one_rank_per_hostfile_slot_and_they_allreduce(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    run = kubetrain_run(write_manifest(tmp_path, example("mpi")), state_dir)
+    assert_succeeded(run)
+    assert [r["name"] for r in run.status_record["replicas"]] == ["launcher-0"], "workers are not processes"
+    assert (state_dir / "mpi-allreduce" / "config" / "hostfile").read_text().strip() == "localhost slots=4"
+    results = sorted(line for line in run.lines_of("launcher-0") if "allreduce of ranks" in line)
+    assert len(results) == 4, "mpirun started slotsPerWorker * workers ranks from the hostfile alone"
+    for rank, line in enumerate(results):
+        assert line.startswith(f"rank {rank} of 4 ")
+        assert line.endswith("allreduce of ranks = 6 (expected 6)")
