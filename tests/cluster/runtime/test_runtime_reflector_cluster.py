@@ -1,0 +1,172 @@
+"""The reflector against a real API server: events, selectors, paging, 410 and silent-watch re-lists."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator
+from pathlib import Path
+
+import pytest
+from lightkube.core.resource import Resource
+from lightkube.generic_resource import create_namespaced_resource
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import ConfigMap
+from runtime_cluster_support import eventually, kube_client_fixture, stop  # noqa: F401  (fixture "kube")
+
+from kubetrain.envtest.crds import install_crds
+from kubetrain.envtest.kubeapi import KubeApi
+from kubetrain.kube.runtime.client import ApiListWatch, KubeClient
+from kubetrain.kube.runtime.reflector import Reflector, ReflectorSettings, WatchEvent
+from kubetrain.kube.runtime.store import ObjectChange, Store
+
+pytestmark = pytest.mark.cluster
+
+SELECTED = {"kubetrain.test/watched": "yes"}
+
+
+def config_map(name: str, namespace: str, labels: dict[str, str] | None = None, **data: str) -> ConfigMap:
+    return ConfigMap(metadata=ObjectMeta(name=name, namespace=namespace, labels=labels), data=data)
+
+
+def start(reflector: Reflector) -> asyncio.Task[None]:
+    return asyncio.ensure_future(reflector.run())
+
+
+def data_of(store: Store, key: str) -> object:
+    return (store.get(key) or {}).get("data")
+
+
+def changes_of(changes: list[ObjectChange]) -> list[tuple[str, str]]:
+    return [(change.type.value, change.object["metadata"]["name"]) for change in changes]
+
+
+async def test_the_reflector_sees_objects_created_updated_and_deleted(
+    kube: KubeClient, namespace: str
+) -> None:
+    store = Store()
+    reflector = Reflector(ApiListWatch(kube.http, ConfigMap, namespace=namespace), store, name="configmaps")
+    changes: list[ObjectChange] = []
+    reflector.add_handler(changes.append)
+    task = start(reflector)
+    try:
+        await asyncio.wait_for(reflector.has_synced.wait(), 10)
+        changes.clear()  # the namespace's own kube-root-ca.crt, if already there
+        await kube.api.create(config_map("a", namespace, step="one"))
+        await eventually(lambda: f"{namespace}/a" in store, what="the creation")
+        await kube.api.patch(ConfigMap, "a", {"data": {"step": "two"}}, namespace=namespace)
+        await eventually(
+            lambda: (store.get(f"{namespace}/a") or {}).get("data") == {"step": "two"}, what="update"
+        )
+        await kube.api.delete(ConfigMap, "a", namespace=namespace)
+        await eventually(lambda: f"{namespace}/a" not in store, what="the deletion")
+        assert [c for c in changes_of(changes) if c[1] == "a"] == [
+            ("ADDED", "a"),
+            ("MODIFIED", "a"),
+            ("DELETED", "a"),
+        ]
+    finally:
+        await stop(task)
+
+
+async def test_a_label_selector_keeps_other_objects_out_of_the_cache(
+    kube: KubeClient, namespace: str
+) -> None:
+    store = Store()
+    source = ApiListWatch(kube.http, ConfigMap, namespace=namespace, label_selector="kubetrain.test/watched")
+    reflector = Reflector(source, store, name="configmaps")
+    await kube.api.create(config_map("listed", namespace, SELECTED))
+    await kube.api.create(config_map("ignored", namespace))
+    task = start(reflector)
+    try:
+        await asyncio.wait_for(reflector.has_synced.wait(), 10)
+        await kube.api.create(config_map("watched", namespace, SELECTED))
+        await kube.api.create(config_map("also-ignored", namespace))
+        await eventually(lambda: f"{namespace}/watched" in store, what="the labelled creation")
+        assert sorted(store.keys()) == [f"{namespace}/listed", f"{namespace}/watched"]
+    finally:
+        await stop(task)
+
+
+async def test_the_first_list_is_read_in_pages(kube: KubeClient, namespace: str) -> None:
+    for index in range(7):
+        await kube.api.create(config_map(f"cm-{index}", namespace, SELECTED))
+    store = Store()
+    source = ApiListWatch(kube.http, ConfigMap, namespace=namespace, label_selector="kubetrain.test/watched")
+    reflector = Reflector(source, store, name="configmaps", settings=ReflectorSettings(page_size=3))
+    before = kube.requests.by_method["GET"]
+    task = start(reflector)
+    try:
+        await asyncio.wait_for(reflector.has_synced.wait(), 10)
+        assert len(store) == 7
+        await eventually(lambda: kube.requests.by_method["GET"] - before >= 4, what="the watch request")
+        assert kube.requests.by_method["GET"] - before == 4  # three pages, then one watch
+    finally:
+        await stop(task)
+
+
+PROBE_CRD = """
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: probes.runtime-test.kubetrain.dev
+spec:
+  group: runtime-test.kubetrain.dev
+  scope: Namespaced
+  names: {kind: Probe, plural: probes, singular: probe, listKind: ProbeList}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+"""
+Probe = create_namespaced_resource("runtime-test.kubetrain.dev", "v1", "Probe", "probes")
+
+
+@pytest.fixture
+def probe_kind(kube_api: KubeApi, tmp_path: Path) -> type[Resource]:
+    """A custom kind for this test alone. Its watch cache starts when the CRD is established, so
+    resourceVersion 1 is long gone from it (a core kind's cache on a fresh envtest starts at version 1)."""
+    (tmp_path / "probe.yaml").write_text(PROBE_CRD)
+    install_crds(kube_api, tmp_path)
+    return Probe
+
+
+class StartsTooOld(ApiListWatch):
+    """Opens its first watch at resourceVersion 1, as a reflector that was cut off for a long time would."""
+
+    opened = 0
+
+    async def watch(self, *, resource_version: str, timeout_seconds: int) -> AsyncGenerator[WatchEvent, None]:
+        self.opened += 1
+        version = "1" if self.opened == 1 else resource_version
+        async for event in super().watch(resource_version=version, timeout_seconds=timeout_seconds):
+            yield event
+
+
+async def test_a_watch_from_an_expired_version_makes_the_reflector_re_list(
+    kube: KubeClient, namespace: str, probe_kind: type[Resource]
+) -> None:
+    store = Store()
+    reflector = Reflector(StartsTooOld(kube.http, probe_kind, namespace=namespace), store, name="probes")
+    task = start(reflector)
+    try:
+        await eventually(lambda: reflector.lists == 2, what="a re-list after 410 Gone")
+        assert reflector.restarts["gone"] == 1
+        await kube.api.create(Probe(metadata=ObjectMeta(name="after", namespace=namespace)))
+        await eventually(lambda: f"{namespace}/after" in store, what="events after the re-list")
+    finally:
+        await stop(task)
+
+
+async def test_a_silent_watch_is_re_listed_after_the_inactivity_timeout(
+    kube: KubeClient, namespace: str
+) -> None:
+    settings = ReflectorSettings(inactivity_timeout=1.0)
+    source = ApiListWatch(kube.http, ConfigMap, namespace=namespace, label_selector="kubetrain.test/none")
+    reflector = Reflector(source, Store(), name="configmaps", settings=settings)
+    task = start(reflector)
+    try:
+        await eventually(lambda: reflector.lists >= 2, within=10, what="a re-list of the silent watch")
+        assert reflector.restarts["inactive"] >= 1
+    finally:
+        await stop(task)
