@@ -13,7 +13,7 @@ from typing import Any
 import psutil
 import pytest
 import yaml
-from conftest import KUBETRAIN, REPO, Run, kubetrain_run, write_manifest
+from local_run import KUBETRAIN, REPO, Run, kubetrain_run, write_manifest
 
 pytestmark = pytest.mark.local
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import KUBETRAIN, REPO, SCRIPTS, kubetrain_run, python_job, write_manifest
+from local_run import KUBETRAIN, REPO, SCRIPTS, kubetrain_run, python_job, write_manifest
 
 pytestmark = pytest.mark.local
 
