@@ -1,8 +1,11 @@
-"""A clock tests advance by hand, so the runtime's waits finish without real sleeping."""
+"""Test doubles: a clock tests advance by hand (no real sleeping) and an in-memory Lease."""
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
+
+from kubetrain.kube.runtime.leader import LeaseConflictError, LeaseRecord
 
 
 class FakeClock:
@@ -36,3 +39,38 @@ async def settle(rounds: int = 50) -> None:
     """Give every ready task a chance to run (a handful of loop iterations)."""
     for _ in range(rounds):
         await asyncio.sleep(0)
+
+
+class MemoryLease:
+    """One Lease with the API server's optimistic concurrency: a write must name the current version."""
+
+    def __init__(self) -> None:
+        self.record: LeaseRecord | None = None
+        self.version = 0
+        self.broken = False
+        """When True every request fails, as if the API server were unreachable."""
+
+    async def get(self) -> LeaseRecord | None:
+        self._check()
+        return self.record
+
+    async def create(self, record: LeaseRecord) -> LeaseRecord:
+        self._check()
+        if self.record is not None:
+            raise LeaseConflictError("exists")
+        return self._store(record)
+
+    async def update(self, record: LeaseRecord) -> LeaseRecord:
+        self._check()
+        if self.record is None or record.resource_version != self.record.resource_version:
+            raise LeaseConflictError("changed")
+        return self._store(record)
+
+    def _check(self) -> None:
+        if self.broken:
+            raise ConnectionError("API server unreachable")
+
+    def _store(self, record: LeaseRecord) -> LeaseRecord:
+        self.version += 1
+        self.record = replace(record, resource_version=str(self.version))
+        return self.record

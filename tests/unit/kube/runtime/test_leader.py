@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -19,44 +18,9 @@ from kubetrain.kube.runtime.leader import (
     parse_micro_time,
 )
 
-from .fakes import FakeClock, settle
+from .fakes import FakeClock, MemoryLease, settle
 
 EPOCH = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
-
-
-class MemoryLease:
-    """One Lease with the API server's optimistic concurrency: a write must name the current version."""
-
-    def __init__(self) -> None:
-        self.record: LeaseRecord | None = None
-        self.version = 0
-        self.broken = False
-        """When True every request fails, as if the API server were unreachable."""
-
-    async def get(self) -> LeaseRecord | None:
-        self._check()
-        return self.record
-
-    async def create(self, record: LeaseRecord) -> LeaseRecord:
-        self._check()
-        if self.record is not None:
-            raise LeaseConflictError("exists")
-        return self._store(record)
-
-    async def update(self, record: LeaseRecord) -> LeaseRecord:
-        self._check()
-        if self.record is None or record.resource_version != self.record.resource_version:
-            raise LeaseConflictError("changed")
-        return self._store(record)
-
-    def _check(self) -> None:
-        if self.broken:
-            raise ConnectionError("API server unreachable")
-
-    def _store(self, record: LeaseRecord) -> LeaseRecord:
-        self.version += 1
-        self.record = replace(record, resource_version=str(self.version))
-        return self.record
 
 
 class Candidate:
