@@ -1,4 +1,4 @@
-"""The reflector against a real API server: events, selectors, paging, 410 and silent-watch re-lists."""
+"""Reflector and informer against a real API server: events, selectors, paging, re-lists, owner index."""
 
 from __future__ import annotations
 
@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 from lightkube.core.resource import Resource
 from lightkube.generic_resource import create_namespaced_resource
-from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.models.meta_v1 import ObjectMeta, OwnerReference
 from lightkube.resources.core_v1 import ConfigMap
 from runtime_cluster_support import eventually, kube_client_fixture, stop  # noqa: F401  (fixture "kube")
 
 from kubetrain.envtest.crds import install_crds
 from kubetrain.envtest.kubeapi import KubeApi
 from kubetrain.kube.runtime.client import ApiListWatch, KubeClient
+from kubetrain.kube.runtime.informer import Informer, wait_for_sync
 from kubetrain.kube.runtime.reflector import Reflector, ReflectorSettings, WatchEvent
 from kubetrain.kube.runtime.store import ObjectChange, Store
 
@@ -168,5 +169,30 @@ async def test_a_silent_watch_is_re_listed_after_the_inactivity_timeout(
     try:
         await eventually(lambda: reflector.lists >= 2, within=10, what="a re-list of the silent watch")
         assert reflector.restarts["inactive"] >= 1
+    finally:
+        await stop(task)
+
+
+async def test_an_informer_indexes_children_by_their_controller_owner(
+    kube: KubeClient, namespace: str
+) -> None:
+    owner = await kube.api.create(config_map("owner", namespace))
+    assert owner.metadata is not None and owner.metadata.uid is not None
+    uid = owner.metadata.uid
+    reference = OwnerReference(apiVersion="v1", kind="ConfigMap", name="owner", uid=uid, controller=True)
+    informer = Informer(kube.http, ConfigMap, namespace=namespace, label_selector="kubetrain.test/watched")
+    task = asyncio.ensure_future(informer.run())
+    try:
+        await wait_for_sync([informer], timeout=10)
+        for name in ("child-0", "child-1"):
+            child = config_map(name, namespace, SELECTED)
+            assert child.metadata is not None
+            child.metadata.ownerReferences = [reference]
+            await kube.api.create(child)
+        await eventually(lambda: len(informer.store.by_owner(uid)) == 2, what="indexed children")
+        assert [cm["metadata"]["name"] for cm in informer.store.by_owner(uid)] == [
+            "child-0",
+            "child-1",
+        ]
     finally:
         await stop(task)

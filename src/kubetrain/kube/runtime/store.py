@@ -46,13 +46,21 @@ def object_key(obj: KubeObject) -> str:
     return f"{namespace}/{name}" if namespace else name
 
 
-def controller_uid(obj: KubeObject) -> str | None:
-    """The UID of the object's controller owner (the ownerReference with ``controller: true``)."""
+def controller_reference(obj: KubeObject) -> Mapping[str, Any] | None:
+    """The object's ownerReference with ``controller: true`` (at most one exists), if any.
+
+    Event handlers map a child (pod, service) to the key of the job that owns it with this."""
     for reference in (obj.get("metadata") or {}).get("ownerReferences") or ():
         if reference.get("controller"):
-            uid = reference.get("uid")
-            return str(uid) if uid else None
+            return dict(reference)
     return None
+
+
+def controller_uid(obj: KubeObject) -> str | None:
+    """The UID of the object's controller owner."""
+    reference = controller_reference(obj)
+    uid = reference.get("uid") if reference is not None else None
+    return str(uid) if uid else None
 
 
 def resource_version(obj: KubeObject) -> str | None:

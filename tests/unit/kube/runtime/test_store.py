@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from kubetrain.kube.runtime.store import ChangeType, KubeObject, Store, object_key
+from kubetrain.kube.runtime.store import ChangeType, KubeObject, Store, controller_reference, object_key
 
 JOB_LABEL = "training.kubeflow.org/job-name"
 
@@ -142,3 +142,14 @@ def test_iterating_while_the_cache_changes_is_safe() -> None:
     for obj in store:
         store.apply(ChangeType.DELETED, obj)
     assert len(store) == 0
+
+
+def test_the_controller_reference_names_the_owning_object() -> None:
+    reference = controller_reference(pod("a", owner="job-1"))
+    assert reference is not None
+    assert (reference["kind"], reference["uid"]) == ("PyTorchJob", "job-1")
+
+
+def test_an_object_without_a_controller_has_no_controller_reference() -> None:
+    assert controller_reference(pod("a", owner="job-1", controller=False)) is None
+    assert controller_reference(pod("b")) is None
