@@ -114,6 +114,7 @@ class LeaderElector:
         self._observed: LeaseRecord | None = None
         self._observed_at = 0.0
         self._reported_leader: str | None = None
+        self._running = False
 
     @property
     def is_leader(self) -> bool:
@@ -123,6 +124,7 @@ class LeaderElector:
         """Campaign until elected, lead until the Lease is lost, then return (the caller decides what next).
 
         Cancelling it (shutdown) stops leading; call ``release()`` afterwards to hand the Lease over fast."""
+        self._running = True
         try:
             await self._acquire()
             self.leading.set()
@@ -130,14 +132,18 @@ class LeaderElector:
             self._on_started_leading()
             await self._renew_until_lost()
         finally:
+            self._running = False
             if self.leading.is_set():
                 self.leading.clear()
                 log.info("%s: stopped leading", self.identity)
                 self._on_stopped_leading()
 
     async def release(self) -> bool:
-        """Give the Lease up if we hold it (empty holder, 1 s duration); True when released."""
-        self.leading.clear()
+        """Give the Lease up if we hold it (empty holder, 1 s duration); True when released.
+
+        Only after ``run()`` has ended: while it runs, its next renewal would simply take the Lease back."""
+        if self._running:
+            raise RuntimeError("stop LeaderElector.run() (cancel it) before releasing the lease")
         try:
             current = await within(self._clock, self._settings.renew_deadline, self._lock.get())
             if current is None or current.holder != self.identity:

@@ -171,10 +171,10 @@ async def test_release_leaves_someone_elses_lease_alone() -> None:
     await settle()
     other = Candidate(lease, clock, "b")
     await settle()
+    await other.stop()
     assert not await other.elector.release()
     assert lease.record is not None and lease.record.holder == "a"
     await leader.stop()
-    await other.stop()
 
 
 def test_the_renew_deadline_must_be_shorter_than_the_lease() -> None:
@@ -191,3 +191,13 @@ def test_lease_times_are_written_as_micro_time() -> None:
     moment = datetime(2026, 3, 1, 12, 0, 5, 123456, tzinfo=UTC)
     assert format_micro_time(moment) == "2026-03-01T12:00:05.123456Z"
     assert parse_micro_time("2026-03-01T12:00:05.123456Z") == moment
+
+
+async def test_releasing_while_still_campaigning_is_refused() -> None:
+    lease, clock = MemoryLease(), FakeClock()
+    candidate = Candidate(lease, clock, "a")
+    await settle()
+    with pytest.raises(RuntimeError, match="before releasing"):
+        await candidate.elector.release()
+    assert candidate.elector.is_leader
+    await candidate.stop()
