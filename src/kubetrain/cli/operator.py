@@ -1,0 +1,140 @@
+"""``kubetrain operator``: reconcile kubeflow.org training jobs on a cluster (upstream's flags, §6.1)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from kubetrain.frameworks.base import Framework, InitSettings
+from kubetrain.frameworks.registry import FRAMEWORKS, framework_by_name
+from kubetrain.kube import logs
+from kubetrain.kube.health import parse_bind_address
+from kubetrain.kube.operator import DEFAULT_LEASE_NAME, MissingCrdError, Operator, OperatorSettings
+from kubetrain.kube.render import RenderSettings
+from kubetrain.kube.runtime.client import connect
+
+V1 = "kubeflow.org/v1"
+EXIT_BAD_FLAGS = 2
+
+
+def _frameworks(names: list[str]) -> list[Framework[Any]]:
+    if not names:
+        return [f for f in FRAMEWORKS if f.api_version == V1]
+    chosen: list[Framework[Any]] = []
+    for name in names:
+        try:
+            framework = framework_by_name(name)
+        except ValueError as error:
+            raise typer.BadParameter(str(error), param_hint="--enable-scheme") from None
+        if framework not in chosen:
+            chosen.append(framework)
+    return chosen
+
+
+def _address(value: str, flag: str) -> tuple[str, int] | None:
+    try:
+        return parse_bind_address(value)
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint=flag) from None
+
+
+def operator(
+    enable_scheme: list[str] = typer.Option(
+        [],
+        "--enable-scheme",
+        help="A kind to reconcile (repeatable, any case: pytorchjob, tfjob, ...); "
+        "default every kubeflow.org/v1 kind whose CRD is installed.",
+    ),
+    namespace: str | None = typer.Option(
+        None, "--namespace", envvar="KUBEFLOW_NAMESPACE", help="Watch only this namespace (default: all)."
+    ),
+    gang_scheduler_name: str | None = typer.Option(
+        None, "--gang-scheduler-name", help="volcano, or a scheduler-plugins scheduler name; off when empty."
+    ),
+    controller_threads: int = typer.Option(1, "--controller-threads", min=1, help="Workers per kind."),
+    kube_api_qps: float = typer.Option(
+        20.0, "--kube-api-qps", help="API requests per second (0: unlimited)."
+    ),
+    kube_api_burst: int = typer.Option(30, "--kube-api-burst", min=1, help="API request burst."),
+    metrics_bind_address: str = typer.Option(":8080", "--metrics-bind-address", help="/metrics; 0 disables."),
+    health_probe_bind_address: str = typer.Option(
+        ":8081", "--health-probe-bind-address", help="/healthz and /readyz; 0 disables."
+    ),
+    leader_elect: bool = typer.Option(
+        False, "--leader-elect", help="Reconcile only while holding the Lease."
+    ),
+    leader_election_id: str = typer.Option(
+        DEFAULT_LEASE_NAME, "--leader-election-id", help="The Lease's name."
+    ),
+    leader_election_namespace: str = typer.Option(
+        "kubeflow", "--leader-election-namespace", envvar="MY_POD_NAMESPACE", help="The Lease's namespace."
+    ),
+    kubeconfig: Path | None = typer.Option(
+        None, "--kubeconfig", help="Cluster to manage; default in-cluster config, then $KUBECONFIG."
+    ),
+    pytorch_init_container_image: str = typer.Option(
+        "alpine:3.10", "--pytorch-init-container-image", help="Image of the wait-for-master init container."
+    ),
+    pytorch_init_container_max_tries: int = typer.Option(
+        100,
+        "--pytorch-init-container-max-tries",
+        min=1,
+        help="DNS look-ups before the init container gives up.",
+    ),
+    mpi_kubectl_delivery_image: str = typer.Option(
+        "kubeflow/kubectl-delivery:latest",
+        "--mpi-kubectl-delivery-image",
+        help="MPIJob v1 launcher init image.",
+    ),
+    resync_period: float = typer.Option(
+        300.0, "--resync-period", min=1.0, help="Seconds between reconciles of every job, changed or not."
+    ),
+    log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
+) -> None:
+    """Run the operator: reconcile PyTorchJob, TFJob, XGBoostJob, PaddleJob, JAXJob, MXJob and MPIJob.
+
+    Exits 0 on SIGTERM/SIGINT (after releasing the leader Lease), 1 when the Lease is lost.
+
+    Example: kubetrain operator --kubeconfig ~/.kube/config --enable-scheme pytorchjob --leader-elect
+    """
+    logs.configure(log_level)
+    init = InitSettings(
+        pytorch_init_image=pytorch_init_container_image,
+        pytorch_init_max_tries=pytorch_init_container_max_tries,
+        mpi_kubectl_delivery_image=mpi_kubectl_delivery_image,
+    )
+    settings = OperatorSettings(
+        frameworks=_frameworks(enable_scheme),
+        frameworks_required=bool(enable_scheme),
+        namespace=namespace or None,
+        render=RenderSettings(gang_scheduler=gang_scheduler_name or None, init=init),
+        threads=controller_threads,
+        leader_elect=leader_elect,
+        lease_namespace=leader_election_namespace,
+        lease_name=leader_election_id,
+        resync_period=resync_period,
+        metrics_address=_address(metrics_bind_address, "--metrics-bind-address"),
+        health_address=_address(health_probe_bind_address, "--health-probe-bind-address"),
+    )
+    try:
+        code = asyncio.run(_run(kubeconfig, kube_api_qps, kube_api_burst, settings))
+    except MissingCrdError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(EXIT_BAD_FLAGS) from None
+    raise typer.Exit(code)
+
+
+async def _run(kubeconfig: Path | None, qps: float, burst: int, settings: OperatorSettings) -> int:
+    client = connect(kubeconfig, qps=qps, burst=burst)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        return await Operator(client, settings).run(stop)
+    finally:
+        await client.aclose()

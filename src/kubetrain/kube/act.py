@@ -1,0 +1,326 @@
+"""Carrying out the engine's Decision with API calls: children, PodGroup, job deletion, events, status.
+
+Nothing is decided here. Creations and deletions raise expectations before the call (so a lagging cache
+never makes the next reconcile create a duplicate) and lower them again when the call fails. Independent
+calls run concurrently: a 16-replica job's pods and services go out together, not one round trip each.
+The status is written through the status subresource only when it changed, with the job's
+resourceVersion, so a status computed from a stale cache is refused (409) and recomputed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx2
+
+from kubetrain.api.common import ConditionType, JobStatus
+from kubetrain.api.jobs import TrainingJob
+from kubetrain.engine.planning import plan_replica
+from kubetrain.engine.types import (
+    CreateReplica,
+    CreateService,
+    Decision,
+    DeleteJob,
+    DeletePodGroup,
+    DeleteReplica,
+    DeleteService,
+    EmitEvent,
+    EventType,
+    SyncPodGroup,
+)
+from kubetrain.frameworks.addressing import ClusterAddressing
+from kubetrain.frameworks.base import Framework
+from kubetrain.kube.events import EventRecord, EventRecorder
+from kubetrain.kube.metrics import OperatorMetrics
+from kubetrain.kube.render import (
+    SCHEDULER_PLUGINS_GROUP,
+    VOLCANO_GROUP,
+    RenderSettings,
+    render_pod,
+    render_pod_group,
+    render_service,
+)
+from kubetrain.kube.runtime.client import ApiStatusError, raise_for_status
+from kubetrain.kube.runtime.expectations import Expectations, expectation_key
+
+log = logging.getLogger(__name__)
+
+KubeObject = Mapping[str, Any]
+
+RESTART_POLICY_EVENT = "SetPodTemplateRestartPolicy"
+RESTART_POLICY_MESSAGE = (
+    "Restart policy in pod template will be overwritten by restart policy in replica spec"
+)
+SCHEDULER_EVENT = "SetPodTemplateSchedulerName"
+SCHEDULER_MESSAGE = (
+    "Another scheduler is specified when gang-scheduling is enabled and it will not be overwritten"
+)
+
+
+def job_path(framework: Framework[Any], namespace: str, name: str) -> str:
+    return f"/apis/{framework.api_version}/namespaces/{namespace}/{framework.model.PLURAL}/{name}"
+
+
+def pod_group_collection(settings: RenderSettings, namespace: str) -> str:
+    if settings.is_volcano:
+        return f"/apis/{VOLCANO_GROUP}/v1beta1/namespaces/{namespace}/podgroups"
+    return f"/apis/{SCHEDULER_PLUGINS_GROUP}/v1alpha1/namespaces/{namespace}/podgroups"
+
+
+@dataclass(frozen=True)
+class Target:
+    """The job a Decision is about."""
+
+    key: str
+    """``namespace/name``."""
+    stored: KubeObject
+    """The job as cached (wire JSON, with its resourceVersion)."""
+    job: TrainingJob
+    """Defaulted when admission succeeded (children are planned from it), as stored otherwise."""
+    framework: Framework[Any]
+    pod_group: KubeObject | None = None
+    """The cached PodGroup, when gang scheduling is on and one exists."""
+
+
+@dataclass
+class Outcome:
+    created: int = 0
+    deleted: int = 0
+    status_written: bool = False
+    written_job: dict[str, Any] | None = None
+    """The job as the status write returned it (fresher than the cache)."""
+    errors: list[str] = field(default_factory=list)
+
+
+class Actor:
+    def __init__(
+        self,
+        http: httpx2.AsyncClient,
+        expectations: Expectations,
+        events: EventRecorder,
+        metrics: OperatorMetrics,
+        settings: RenderSettings,
+    ) -> None:
+        self._http = http
+        self._expectations = expectations
+        self._events = events
+        self._metrics = metrics
+        self._settings = settings
+        self._addressing = ClusterAddressing()
+
+    async def carry_out(self, target: Target, decision: Decision) -> Outcome:
+        outcome = Outcome()
+        for action in decision.actions:
+            if isinstance(action, EmitEvent):
+                self._event(target, action.type, action.reason, action.message)
+        # The PodGroup first: the gang scheduler must know the group before its pods arrive.
+        for action in decision.actions:
+            if isinstance(action, SyncPodGroup):
+                await self._guard(outcome, "sync PodGroup", self._sync_pod_group(target, action.min_member))
+        calls: list[tuple[str, Awaitable[None]]] = []
+        for action in decision.actions:
+            if isinstance(action, CreateReplica):
+                calls.append((f"create pod {action}", self._create_pod(target, action, outcome)))
+            elif isinstance(action, CreateService):
+                calls.append((f"create service {action}", self._create_service(target, action, outcome)))
+            elif isinstance(action, DeleteReplica):
+                calls.append((f"delete pod {action}", self._delete_pod(target, action, outcome)))
+            elif isinstance(action, DeleteService):
+                calls.append((f"delete service {action}", self._delete_service(target, action, outcome)))
+            elif isinstance(action, DeletePodGroup):
+                calls.append(("delete PodGroup", self._delete_pod_group(target)))
+        await asyncio.gather(*(self._guard(outcome, what, call) for what, call in calls))
+        if any(isinstance(action, DeleteJob) for action in decision.actions):
+            await self._guard(outcome, "delete job", self._delete_job(target))
+            return outcome
+        await self._guard(outcome, "write status", self._write_status(target, decision.status, outcome))
+        return outcome
+
+    # --- children -------------------------------------------------------------------------------
+
+    def _pods_key(self, target: Target, replica_type: str) -> str:
+        return expectation_key(target.key, replica_type, "pods")
+
+    def _services_key(self, target: Target, replica_type: str) -> str:
+        return expectation_key(target.key, replica_type, "services")
+
+    async def _create_pod(self, target: Target, action: CreateReplica, outcome: Outcome) -> None:
+        job, framework = target.job, target.framework
+        plan = plan_replica(job, action.replica_type, action.index, self._addressing, framework)
+        rendered = render_pod(job, plan, framework, self._addressing, self._settings)
+        if plan.template_restart_policy_overridden:
+            self._event(target, EventType.WARNING, RESTART_POLICY_EVENT, RESTART_POLICY_MESSAGE)
+        if not rendered.user_scheduler_kept:
+            self._event(target, EventType.WARNING, SCHEDULER_EVENT, SCHEDULER_MESSAGE)
+        key = self._pods_key(target, action.replica_type)
+        created = await self._create(
+            key, f"/api/v1/namespaces/{job.namespace}/pods", rendered.manifest, target, "Pod", plan.name
+        )
+        outcome.created += created
+
+    async def _create_service(self, target: Target, action: CreateService, outcome: Outcome) -> None:
+        job, framework = target.job, target.framework
+        plan = plan_replica(job, action.replica_type, action.index, self._addressing, framework)
+        manifest = render_service(job, plan, framework)
+        key = self._services_key(target, action.replica_type)
+        created = await self._create(
+            key, f"/api/v1/namespaces/{job.namespace}/services", manifest, target, "Service", plan.name
+        )
+        outcome.created += created
+
+    async def _create(
+        self, key: str, collection: str, manifest: dict[str, Any], target: Target, kind: str, name: str
+    ) -> int:
+        self._expectations.expect_creations(key)
+        try:
+            response = await self._http.post(collection, json=manifest)
+            raise_for_status(response, response.content)
+        except ApiStatusError as error:
+            if error.code == 409:
+                # It exists already (created by a previous process); its watch event settles the count.
+                return 0
+            self._expectations.lower_on_error(key, creations=1)
+            self._api_error("create", error)
+            self._event(target, EventType.WARNING, f"FailedCreate{kind}", f"Error creating: {error}")
+            raise
+        except Exception:
+            self._expectations.lower_on_error(key, creations=1)
+            raise
+        self._event(target, EventType.NORMAL, f"SuccessfulCreate{kind}", f"Created {kind.lower()}: {name}")
+        return 1
+
+    async def _delete_pod(self, target: Target, action: DeleteReplica, outcome: Outcome) -> None:
+        name = target.framework.pod_name(target.job, action.replica_type, action.index)
+        path = f"/api/v1/namespaces/{target.job.namespace}/pods/{name}"
+        body = {"gracePeriodSeconds": 0} if action.force else None
+        if action.reason == "restart":
+            self._job_metric(self._metrics.jobs_restarted, target)
+        outcome.deleted += await self._delete(
+            self._pods_key(target, action.replica_type), path, target, "Pod", name, body
+        )
+
+    async def _delete_service(self, target: Target, action: DeleteService, outcome: Outcome) -> None:
+        name = target.framework.pod_name(target.job, action.replica_type, action.index)
+        path = f"/api/v1/namespaces/{target.job.namespace}/services/{name}"
+        outcome.deleted += await self._delete(
+            self._services_key(target, action.replica_type), path, target, "Service", name
+        )
+
+    async def _delete(
+        self, key: str, path: str, target: Target, kind: str, name: str, body: dict[str, Any] | None = None
+    ) -> int:
+        self._expectations.expect_deletions(key)
+        try:
+            response = await self._http.request("DELETE", path, json=body)
+            raise_for_status(response, response.content)
+        except ApiStatusError as error:
+            self._expectations.lower_on_error(key, deletions=1)
+            if error.code == 404:
+                return 0
+            self._api_error("delete", error)
+            self._event(target, EventType.WARNING, f"FailedDelete{kind}", f"Error deleting: {error}")
+            raise
+        except Exception:
+            self._expectations.lower_on_error(key, deletions=1)
+            raise
+        self._event(target, EventType.NORMAL, f"SuccessfulDelete{kind}", f"Deleted {kind.lower()}: {name}")
+        return 1
+
+    # --- PodGroup, job ------------------------------------------------------------------------
+
+    async def _sync_pod_group(self, target: Target, min_member: int) -> None:
+        existing = target.pod_group
+        queue = ((existing or {}).get("spec") or {}).get("queue") or None
+        desired = render_pod_group(target.job, min_member, self._settings, existing_queue=queue)
+        collection = pod_group_collection(self._settings, target.job.namespace)
+        if existing is None:
+            response = await self._http.post(collection, json=desired)
+            if response.status_code == 409:
+                return
+        elif (existing.get("spec") or {}) != {**(existing.get("spec") or {}), **desired["spec"]}:
+            updated = {**existing, "spec": {**(existing.get("spec") or {}), **desired["spec"]}}
+            response = await self._http.put(f"{collection}/{target.job.name}", json=updated)
+        else:
+            return
+        raise_for_status(response, response.content)
+
+    async def _delete_pod_group(self, target: Target) -> None:
+        collection = pod_group_collection(self._settings, target.job.namespace)
+        try:
+            response = await self._http.delete(f"{collection}/{target.job.name}")
+            raise_for_status(response, response.content)
+        except ApiStatusError as error:
+            if error.code == 404:
+                return
+            self._event(target, EventType.WARNING, "FailedDeletePodGroup", f"Error deleting: {error}")
+            raise
+        self._event(
+            target, EventType.NORMAL, "SuccessfulDeletePodGroup", f"Deleted PodGroup: {target.job.name}"
+        )
+
+    async def _delete_job(self, target: Target) -> None:
+        path = job_path(target.framework, target.job.namespace, target.job.name)
+        uid = (target.stored.get("metadata") or {}).get("uid")
+        # Preconditions: never delete a newer job that took the name meanwhile.
+        body = {"propagationPolicy": "Background", "preconditions": {"uid": uid}}
+        response = await self._http.request("DELETE", path, json=body)
+        if response.status_code != 404:
+            raise_for_status(response, response.content)
+            self._job_metric(self._metrics.jobs_deleted, target)
+
+    # --- status ---------------------------------------------------------------------------------
+
+    async def _write_status(self, target: Target, status: JobStatus, outcome: Outcome) -> None:
+        stored_status = JobStatus.model_validate(target.stored.get("status") or {})
+        new_wire = status.to_wire()
+        if stored_status.to_wire() == new_wire:
+            return
+        self._count_transitions(target, stored_status, status)
+        body = {**target.stored, "status": new_wire}
+        path = job_path(target.framework, target.job.namespace, target.job.name) + "/status"
+        response = await self._http.put(path, json=body)
+        try:
+            raise_for_status(response, response.content)
+        except ApiStatusError as error:
+            if error.code != 409:
+                self._api_error("update", error)
+            raise
+        outcome.status_written = True
+        outcome.written_job = response.json()
+
+    def _count_transitions(self, target: Target, old: JobStatus, new: JobStatus) -> None:
+        """Upstream's job counters, each on the transition into its condition."""
+        counters: tuple[tuple[ConditionType, Any], ...] = (
+            (ConditionType.CREATED, self._metrics.jobs_created),
+            (ConditionType.SUCCEEDED, self._metrics.jobs_successful),
+            (ConditionType.FAILED, self._metrics.jobs_failed),
+        )
+        for condition, counter in counters:
+            if new.is_true(condition) and not old.is_true(condition):
+                self._job_metric(counter, target)
+
+    # --- helpers --------------------------------------------------------------------------------
+
+    def _event(self, target: Target, type_: EventType, reason: str, message: str) -> None:
+        component = target.framework.controller_name
+        self._events.record(EventRecord(target.stored, str(type_), reason, message, component))
+
+    def _job_metric(self, counter: Any, target: Target) -> None:
+        counter.labels(job_namespace=target.job.namespace, framework=target.framework.framework_label).inc()
+
+    def _api_error(self, verb: str, error: ApiStatusError) -> None:
+        self._metrics.api_errors.labels(verb=verb, code=str(error.code)).inc()
+
+    async def _guard(self, outcome: Outcome, what: str, call: Awaitable[None]) -> None:
+        """Run one call; remember its failure instead of abandoning the calls beside it."""
+        try:
+            await call
+        except ApiStatusError as error:
+            outcome.errors.append(f"{what}: {error}")
+        except Exception as error:
+            self._metrics.api_errors.labels(verb="transport", code="0").inc()
+            outcome.errors.append(f"{what}: {type(error).__name__}: {error}")

@@ -1,0 +1,210 @@
+"""One controller per enabled job kind: a work queue of job keys, workers that observe, decide and act.
+
+A reconcile reads only the cache: the job, its pods and services (by controller owner UID) and its
+PodGroup. It runs the engine and hands the Decision to the ``Actor``. It never runs while creations or
+deletions it made are still unseen by the watch (expectations): the watch event that settles them
+enqueues the job again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from kubetrain.api.errors import InvalidJobError
+from kubetrain.api.manifest import parse_job
+from kubetrain.engine.admission import admit
+from kubetrain.engine.reconciler import reconcile
+from kubetrain.engine.types import Traits
+from kubetrain.frameworks.base import Framework
+from kubetrain.frameworks.labels import (
+    JOB_NAME_LABEL,
+    OPERATOR_NAME_LABEL,
+    REPLICA_TYPE_LABEL,
+)
+from kubetrain.kube.act import Actor, Target
+from kubetrain.kube.metrics import OperatorMetrics
+from kubetrain.kube.observe import observe
+from kubetrain.kube.runtime.expectations import Expectations, expectation_key
+from kubetrain.kube.runtime.queue import QueueShutDownError, WorkQueue
+from kubetrain.kube.runtime.reflector import strip_managed_fields
+from kubetrain.kube.runtime.store import ChangeType, KubeObject, ObjectChange, Store, object_key
+
+log = logging.getLogger(__name__)
+outcomes = logging.getLogger("kubetrain.reconcile")
+
+
+@dataclass(frozen=True)
+class ChildStores:
+    """The caches every controller shares."""
+
+    pods: Store
+    services: Store
+    pod_groups: Store | None
+    """None when gang scheduling is off or its PodGroup CRD is missing."""
+
+
+class JobController:
+    def __init__(
+        self,
+        framework: Framework[Any],
+        jobs: Store,
+        children: ChildStores,
+        actor: Actor,
+        expectations: Expectations,
+        metrics: OperatorMetrics,
+        traits: Traits,
+        threads: int = 1,
+    ) -> None:
+        self.framework = framework
+        self.jobs = jobs
+        self.queue: WorkQueue[str] = WorkQueue()
+        self._children = children
+        self._actor = actor
+        self._expectations = expectations
+        self._metrics = metrics
+        self._traits = traits
+        self._threads = max(1, threads)
+
+    @property
+    def kind(self) -> str:
+        return self.framework.kind
+
+    # --- event handlers -------------------------------------------------------------------------
+
+    def on_job_change(self, change: ObjectChange) -> None:
+        key = object_key(change.object)
+        if change.type is ChangeType.DELETED:
+            self._expectations.delete_prefix(f"{key}/")
+        self.queue.add(key)
+
+    def on_child_change(self, change: ObjectChange, resource: str, job_name: str, replica_type: str) -> None:
+        """A pod or service of one of this kind's jobs changed: settle expectations, look at the job again."""
+        namespace = (change.object.get("metadata") or {}).get("namespace")
+        job_key = f"{namespace}/{job_name}"
+        key = expectation_key(job_key, replica_type, resource)
+        if change.type is ChangeType.ADDED:
+            self._expectations.creation_observed(key)
+        elif change.type is ChangeType.DELETED:
+            self._expectations.deletion_observed(key)
+        self.queue.add(job_key)
+
+    def enqueue_all(self) -> None:
+        for job in self.jobs:
+            self.queue.add(object_key(job))
+
+    # --- workers --------------------------------------------------------------------------------
+
+    async def run_workers(self) -> None:
+        await asyncio.gather(*(self._work() for _ in range(self._threads)))
+
+    async def _work(self) -> None:
+        while True:
+            try:
+                key = await self.queue.get()
+            except QueueShutDownError:
+                return
+            self._metrics.queue_depth.labels(kind=self.kind).set(len(self.queue))
+            try:
+                requeue_after = await self.reconcile(key)
+            except Exception as error:
+                self._metrics.reconcile_errors.labels(kind=self.kind).inc()
+                delay = self.queue.next_backoff(key)
+                self.queue.add_after(key, delay)
+                _log_outcome(self.kind, key, "error", error=str(error), retry_in=round(delay, 3))
+            else:
+                self.queue.forget(key)
+                if requeue_after is not None:
+                    self.queue.add_after(key, requeue_after)
+            finally:
+                self.queue.done(key)
+
+    def _expectations_satisfied(self, key: str) -> bool:
+        return all(
+            self._expectations.satisfied(expectation_key(key, replica_type, resource))
+            for replica_type in self.framework.replica_types
+            for resource in ("pods", "services")
+        )
+
+    async def reconcile(self, key: str) -> float | None:
+        """Reconcile one job; returns when to look again (None: only on change)."""
+        started = time.monotonic()
+        stored = self.jobs.get(key)
+        if stored is None:
+            self._expectations.delete_prefix(f"{key}/")
+            return None
+        if (stored.get("metadata") or {}).get("deletionTimestamp"):
+            return None
+        if not self._expectations_satisfied(key):
+            _log_outcome(self.kind, key, "waiting", reason="creations or deletions not yet observed")
+            return None
+        try:
+            job = parse_job(stored)
+        except InvalidJobError as error:
+            # The CRD schema makes this unreachable for jobs the API server admitted; never retry it.
+            _log_outcome(self.kind, key, "unreadable", error=str(error))
+            return None
+        uid = str(job.metadata.uid or "")
+        pods = self._children.pods.by_owner(uid)
+        services = self._children.services.by_owner(uid) if self.framework.per_replica_services else None
+        gang = self._traits.gang_scheduler is not None
+        pod_group = self._children.pod_groups.get(key) if gang and self._children.pod_groups else None
+        observation = observe(job, self.framework, pods, services, pod_group, gang_scheduling=gang)
+
+        decision = reconcile(job, observation, datetime.now(UTC), self._traits, self.framework)
+        try:
+            planned = admit(job, self.framework)
+        except InvalidJobError:
+            planned = job  # the engine failed it; nothing will be planned from it
+        target = Target(key, stored, planned, self.framework, pod_group)
+        outcome = await self._actor.carry_out(target, decision)
+        if outcome.written_job is not None:
+            # The write's answer is fresher than the cache; the watch event carrying it changes nothing.
+            self.jobs.apply(ChangeType.MODIFIED, strip_managed_fields(outcome.written_job))
+        elapsed = time.monotonic() - started
+        self._metrics.reconcile_seconds.labels(kind=self.kind).observe(elapsed)
+        if outcome.errors:
+            raise ReconcileError("; ".join(outcome.errors))
+        state = decision.status.conditions[-1].type if decision.status.conditions else ""
+        _log_outcome(
+            self.kind,
+            key,
+            "reconciled",
+            state=str(state),
+            created=outcome.created,
+            deleted=outcome.deleted,
+            status_written=outcome.status_written,
+            requeue_after=decision.requeue_after,
+            duration_ms=round(elapsed * 1000, 1),
+        )
+        return decision.requeue_after
+
+
+class ReconcileError(Exception):
+    """Some API calls of a reconcile failed; the job is retried with backoff."""
+
+
+def _log_outcome(kind: str, key: str, outcome: str, **fields: Any) -> None:
+    record = {
+        "kind": kind,
+        "job": key,
+        "outcome": outcome,
+        **{k: v for k, v in fields.items() if v is not None},
+    }
+    outcomes.info(outcome, extra={"fields": record})
+
+
+def child_routing(
+    obj: KubeObject, controller_names: dict[str, JobController]
+) -> tuple[JobController, str, str] | None:
+    """The controller, job name and replica type a pod or service belongs to, from its labels."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    controller = controller_names.get(str(labels.get(OPERATOR_NAME_LABEL, "")))
+    job_name = labels.get(JOB_NAME_LABEL)
+    if controller is None or not job_name:
+        return None
+    return controller, str(job_name), str(labels.get(REPLICA_TYPE_LABEL, ""))

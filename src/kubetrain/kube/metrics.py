@@ -1,0 +1,59 @@
+"""The operator's Prometheus metrics: upstream's job counters plus the runtime's health signals.
+
+Upstream names and labels (§6.2) so existing dashboards and alerts keep working; the rest is ours.
+Each operator gets its own registry, so tests can run several in one process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+_JOB_LABELS = ("job_namespace", "framework")
+
+
+def _job_counter(registry: CollectorRegistry, name: str, what: str) -> Counter:
+    return Counter(f"training_operator_jobs_{name}", what, _JOB_LABELS, registry=registry)
+
+
+@dataclass
+class OperatorMetrics:
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        r = self.registry
+        self.jobs_created = _job_counter(r, "created", "Jobs seen for the first time")
+        self.jobs_deleted = _job_counter(r, "deleted", "Jobs deleted by the operator (TTL)")
+        self.jobs_successful = _job_counter(r, "successful", "Jobs that succeeded")
+        self.jobs_failed = _job_counter(r, "failed", "Jobs that failed")
+        self.jobs_restarted = _job_counter(r, "restarted", "Job restarts (a replica restarted)")
+        self.reconcile_seconds = Histogram(
+            "kubetrain_reconcile_duration_seconds",
+            "Time to reconcile one job key, observation to last API call",
+            ("kind",),
+            registry=r,
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+        )
+        self.reconcile_errors = Counter(
+            "kubetrain_reconcile_errors", "Reconciles that failed and were retried", ("kind",), registry=r
+        )
+        self.queue_depth = Gauge(
+            "kubetrain_work_queue_depth", "Job keys ready to reconcile", ("kind",), registry=r
+        )
+        self.api_errors = Counter(
+            "kubetrain_api_errors",
+            "API calls the server refused or that failed",
+            ("verb", "code"),
+            registry=r,
+        )
+        self.api_requests = Gauge(
+            "kubetrain_api_requests", "API requests sent since start, by HTTP method", ("method",), registry=r
+        )
+        self.watch_restarts = Gauge(
+            "kubetrain_watch_restarts",
+            "Watch restarts since start, by watched kind and reason",
+            ("resource", "reason"),
+            registry=r,
+        )
+        self.is_leader = Gauge("kubetrain_leader", "1 while this process holds the leader Lease", registry=r)

@@ -1,0 +1,253 @@
+"""The operator process: caches for every enabled kind and its children, controllers, leader election,
+metrics and health endpoints, and a clean shutdown.
+
+Caches fill whether or not this process leads, so a standby takes over with a warm cache; only the leader's
+workers reconcile. Losing the Lease stops this process (as controller-runtime does): a follower that still
+acted could fight the new leader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from lightkube.core.resource import NamespacedResource
+from lightkube.generic_resource import create_namespaced_resource
+from lightkube.resources.core_v1 import Pod, Service
+
+from kubetrain.engine.types import Traits
+from kubetrain.frameworks.base import Framework
+from kubetrain.frameworks.labels import OPERATOR_NAME_LABEL
+from kubetrain.kube.act import Actor, pod_group_collection
+from kubetrain.kube.controller import ChildStores, JobController, child_routing
+from kubetrain.kube.events import EventRecorder
+from kubetrain.kube.health import check_route, metrics_route, serve_http
+from kubetrain.kube.metrics import OperatorMetrics
+from kubetrain.kube.render import SCHEDULER_PLUGINS_GROUP, VOLCANO_GROUP, RenderSettings
+from kubetrain.kube.runtime.client import KubeClient, collection_path
+from kubetrain.kube.runtime.expectations import Expectations
+from kubetrain.kube.runtime.informer import Informer, wait_for_sync
+from kubetrain.kube.runtime.leader import ApiLeaseLock, ElectionSettings, LeaderElector, default_identity
+from kubetrain.kube.runtime.lifecycle import Outcome, run_while_leading
+from kubetrain.kube.runtime.reflector import resync_periodically
+from kubetrain.kube.runtime.store import ObjectChange
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LEASE_NAME = "1ca428e5.training-operator.kubeflow.org"
+EXIT_LOST_LEASE = 1
+CACHE_SYNC_TIMEOUT = 120.0
+
+
+@dataclass(frozen=True)
+class OperatorSettings:
+    frameworks: Sequence[Framework[Any]]
+    frameworks_required: bool = False
+    """The user named the kinds (``--enable-scheme``): a missing CRD is an error, not a skipped kind."""
+    namespace: str | None = None
+    render: RenderSettings = field(default_factory=RenderSettings)
+    threads: int = 1
+    leader_elect: bool = False
+    lease_namespace: str = "kubeflow"
+    lease_name: str = DEFAULT_LEASE_NAME
+    election: ElectionSettings = field(default_factory=ElectionSettings)
+    resync_period: float = 300.0
+    metrics_address: tuple[str, int] | None = None
+    health_address: tuple[str, int] | None = None
+    identity: str = field(default_factory=default_identity)
+
+
+class MissingCrdError(Exception):
+    pass
+
+
+def job_resource(framework: Framework[Any]) -> type[NamespacedResource]:
+    group, version = framework.api_version.split("/", 1)
+    return create_namespaced_resource(group, version, framework.kind, framework.model.PLURAL)
+
+
+def pod_group_resource(settings: RenderSettings) -> type[NamespacedResource]:
+    if settings.is_volcano:
+        return create_namespaced_resource(VOLCANO_GROUP, "v1beta1", "PodGroup", "podgroups")
+    return create_namespaced_resource(SCHEDULER_PLUGINS_GROUP, "v1alpha1", "PodGroup", "podgroups")
+
+
+class Operator:
+    def __init__(self, client: KubeClient, settings: OperatorSettings) -> None:
+        self.client = client
+        self.settings = settings
+        self.metrics = OperatorMetrics()
+        self.expectations = Expectations()
+        self.events = EventRecorder(client.http)
+        self.informers: list[Informer] = []
+        self.controllers: list[JobController] = []
+
+    # --- wiring ---------------------------------------------------------------------------------
+
+    async def _served(self, path: str) -> bool:
+        response = await self.client.http.get(path, params={"limit": 1})
+        return response.status_code < 400
+
+    def _informer(self, resource: type[Any], selector: str | None = None) -> Informer:
+        informer = Informer(
+            self.client.http, resource, namespace=self.settings.namespace, label_selector=selector
+        )
+        self.informers.append(informer)
+        return informer
+
+    async def build(self) -> None:
+        settings = self.settings
+        # "label exists": the caches hold the operator's children, not every pod of the cluster.
+        pods = self._informer(Pod, OPERATOR_NAME_LABEL)
+        services = self._informer(Service, OPERATOR_NAME_LABEL)
+        pod_groups: Informer | None = None
+        if settings.render.gang_scheduler:
+            if await self._served(pod_group_collection(settings.render, settings.namespace or "default")):
+                pod_groups = self._informer(pod_group_resource(settings.render))
+            else:
+                log.error("PodGroup API not served: crd might be missing, please install crd")
+        children = ChildStores(pods.store, services.store, pod_groups.store if pod_groups else None)
+        actor = Actor(self.client.http, self.expectations, self.events, self.metrics, settings.render)
+        traits = Traits(colocated=False, gang_scheduler=settings.render.gang_scheduler)
+
+        for framework in settings.frameworks:
+            resource = job_resource(framework)
+            if not await self._served(collection_path(resource, settings.namespace)):
+                message = f"{framework.kind} ({framework.api_version}) is not served: install its CRD"
+                if settings.frameworks_required:
+                    raise MissingCrdError(f"{message} or drop it from --enable-scheme")
+                log.warning("%s; skipping it", message)
+                continue
+            jobs = self._informer(resource)
+            controller = JobController(
+                framework,
+                jobs.store,
+                children,
+                actor,
+                self.expectations,
+                self.metrics,
+                traits,
+                settings.threads,
+            )
+            jobs.add_handler(controller.on_job_change)
+            self.controllers.append(controller)
+        by_name = {c.framework.controller_name: c for c in self.controllers}
+        pods.add_handler(lambda change: _route_child(change, "pods", by_name))
+        services.add_handler(lambda change: _route_child(change, "services", by_name))
+        if pod_groups is not None:
+            pod_groups.add_handler(lambda change: _route_pod_group(change, self.controllers))
+
+    # --- running --------------------------------------------------------------------------------
+
+    def _ready(self) -> str | None:
+        waiting = [i.kind for i in self.informers if not i.has_synced.is_set()]
+        return f"caches not synced: {', '.join(waiting)}" if waiting else None
+
+    def _refresh_gauges(self) -> None:
+        for method, count in self.client.requests.by_method.items():
+            self.metrics.api_requests.labels(method=method).set(count)
+        for informer in self.informers:
+            for reason, count in informer.reflector.restarts.items():
+                self.metrics.watch_restarts.labels(resource=informer.reflector.name, reason=reason).set(count)
+        for controller in self.controllers:
+            self.metrics.queue_depth.labels(kind=controller.kind).set(len(controller.queue))
+
+    async def _serve_endpoints(self) -> list[asyncio.Server]:
+        servers = []
+        if self.settings.metrics_address:
+            host, port = self.settings.metrics_address
+            routes = {"/metrics": metrics_route(self.metrics.registry, self._refresh_gauges)}
+            servers.append(await serve_http(host, port, routes))
+        if self.settings.health_address:
+            host, port = self.settings.health_address
+            routes = {"/healthz": check_route(lambda: None), "/readyz": check_route(self._ready)}
+            servers.append(await serve_http(host, port, routes))
+        return servers
+
+    async def _reconcile_all(self) -> None:
+        """The leader's work: every controller's workers and its periodic resync."""
+        self.metrics.is_leader.set(1)
+        try:
+            work = []
+            for controller in self.controllers:
+                controller.enqueue_all()
+                work.append(controller.run_workers())
+                work.append(resync_periodically(self.settings.resync_period, controller.enqueue_all))
+            await asyncio.gather(*work)
+        finally:
+            self.metrics.is_leader.set(0)
+
+    async def run(self, stop: asyncio.Event) -> int:
+        """Run until ``stop`` is set (0) or the Lease is lost (1)."""
+        await self.build()
+        servers = await self._serve_endpoints()
+        self.events.start()
+        caches = [asyncio.ensure_future(informer.run()) for informer in self.informers]
+        try:
+            synced = asyncio.ensure_future(wait_for_sync(self.informers, CACHE_SYNC_TIMEOUT))
+            stopping = asyncio.ensure_future(stop.wait())
+            await asyncio.wait({synced, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            stopping.cancel()
+            if stop.is_set():
+                synced.cancel()
+                return 0
+            synced.result()
+            log.info("caches synced: %s", ", ".join(f"{i.kind}={len(i.store)}" for i in self.informers))
+            if not self.settings.leader_elect:
+                await run_until_stopped(self._reconcile_all(), stop)
+                return 0
+            lock = ApiLeaseLock(self.client.http, self.settings.lease_namespace, self.settings.lease_name)
+            elector = LeaderElector(lock, self.settings.identity, settings=self.settings.election)
+            outcome = await run_while_leading(elector, self._reconcile_all, stop)
+            if outcome is Outcome.LOST_LEADERSHIP:
+                log.error("lost the leader Lease; stopping so that the new leader acts alone")
+                return EXIT_LOST_LEASE
+            return 0
+        finally:
+            for task in caches:
+                task.cancel()
+            await asyncio.gather(*caches, return_exceptions=True)
+            await self.events.flush()
+            await self.events.stop()
+            for server in servers:
+                server.close()
+                with contextlib.suppress(Exception):
+                    await server.wait_closed()
+
+
+async def run_until_stopped(work: Coroutine[Any, Any, None], stop: asyncio.Event) -> None:
+    task = asyncio.ensure_future(work)
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for pending in (task, stopping):
+            pending.cancel()
+        await asyncio.gather(task, stopping, return_exceptions=True)
+    if not task.cancelled() and (error := task.exception()) is not None:
+        raise error
+
+
+def _route_child(change: ObjectChange, resource: str, by_name: dict[str, JobController]) -> None:
+    routed = child_routing(change.object, by_name)
+    if routed is not None:
+        controller, job_name, replica_type = routed
+        controller.on_child_change(change, resource, job_name, replica_type)
+
+
+def _route_pod_group(change: ObjectChange, controllers: list[JobController]) -> None:
+    """A PodGroup is named after its job; its controller ownerReference says which kind."""
+    metadata = change.object.get("metadata") or {}
+    for reference in metadata.get("ownerReferences") or ():
+        if not reference.get("controller"):
+            continue
+        for controller in controllers:
+            if (
+                reference.get("kind") == controller.kind
+                and reference.get("apiVersion") == controller.framework.api_version
+            ):
+                controller.queue.add(f"{metadata.get('namespace')}/{metadata.get('name')}")
