@@ -57,6 +57,12 @@ class TrainingJob(WireModel):
         return self.spec.replica_specs
 
     @property
+    def replica_specs_path(self) -> str:
+        """Wire path of the replica map, e.g. ``spec.pytorchReplicaSpecs``, for error messages."""
+        field = type(self.spec).model_fields[self.spec.REPLICA_SPECS_FIELD]
+        return f"spec.{field.alias or self.spec.REPLICA_SPECS_FIELD}"
+
+    @property
     def run_policy(self) -> RunPolicy:
         return self.spec.run_policy
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from kubetrain import __version__
-from kubetrain.cli import local_commands, manifests, operator, run
+from kubetrain.cli import local_commands, manifests, operator, plan, run
 from kubetrain.cli.envtest import app as envtest_app
 
 app = typer.Typer(
@@ -31,6 +31,7 @@ def version() -> None:
     typer.echo(__version__)
 
 
+app.command("plan")(plan.plan)
 app.command("run")(run.run_command)
 app.command("operator")(operator.operator)
 app.command("get")(local_commands.get)

@@ -14,35 +14,24 @@ from kubetrain.api.jobs import TrainingJob
 from kubetrain.engine.types import ReplicaPlan, Traits
 from kubetrain.frameworks.addressing import Addressing
 from kubetrain.frameworks.base import EnvTarget, Framework
+from kubetrain.frameworks.labels import (
+    REPLICA_TYPE_LABEL,
+)
+from kubetrain.frameworks.labels import job_labels as _job_labels
 from kubetrain.frameworks.registry import framework_for
-
-LABEL_PREFIX = "training.kubeflow.org"
-OPERATOR_NAME_LABEL = f"{LABEL_PREFIX}/operator-name"
-JOB_NAME_LABEL = f"{LABEL_PREFIX}/job-name"
-REPLICA_TYPE_LABEL = f"{LABEL_PREFIX}/replica-type"
-REPLICA_INDEX_LABEL = f"{LABEL_PREFIX}/replica-index"
-JOB_ROLE_LABEL = f"{LABEL_PREFIX}/job-role"
 
 
 def job_labels(job: TrainingJob, framework: Framework[Any] | None = None) -> dict[str, str]:
     """The labels every replica of the job carries; substrates list a job's replicas by them."""
     framework = framework or framework_for(job)
-    return {OPERATOR_NAME_LABEL: framework.controller_name, JOB_NAME_LABEL: job.name}
+    return _job_labels(framework.controller_name, job.name)
 
 
 def replica_labels(
     job: TrainingJob, replica_type: str, index: int, framework: Framework[Any] | None = None
 ) -> dict[str, str]:
-    """The labels kubetrain sets on one replica (the per-replica service selects by them too)."""
-    framework = framework or framework_for(job)
-    labels = {
-        **job_labels(job, framework),
-        REPLICA_TYPE_LABEL: replica_type.lower(),
-        REPLICA_INDEX_LABEL: str(index),
-    }
-    if framework.is_master_role(job, replica_type, index):
-        labels[JOB_ROLE_LABEL] = "master"
-    return labels
+    """The labels kubetrain sets on one replica (per-replica services select by them too)."""
+    return (framework or framework_for(job)).replica_labels(job, replica_type, index)
 
 
 def replica_type_selector(

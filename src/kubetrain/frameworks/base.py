@@ -17,6 +17,12 @@ from kubetrain.api.common import ConditionType, ReplicaStatus, RestartPolicy
 from kubetrain.api.errors import FieldError
 from kubetrain.api.jobs import TrainingJob
 from kubetrain.frameworks.addressing import Addressing, replica_name
+from kubetrain.frameworks.labels import (
+    JOB_ROLE_LABEL,
+    REPLICA_INDEX_LABEL,
+    REPLICA_TYPE_LABEL,
+    job_labels,
+)
 
 JobT = TypeVar("JobT", bound=TrainingJob)
 
@@ -130,6 +136,17 @@ class Framework(ABC, Generic[JobT]):
         """The pod and process name: ``<job>-<type>-<index>`` (MPI's launcher: ``<job>-launcher``)."""
         return replica_name(job.name, replica_type, index)
 
+    def replica_labels(self, job: JobT, replica_type: str, index: int) -> dict[str, str]:
+        """Labels kubetrain adds to a replica's template labels (§3; MPI v2beta1 has its own set)."""
+        labels = {
+            **job_labels(self.controller_name, job.name),
+            REPLICA_TYPE_LABEL: replica_type.lower(),
+            REPLICA_INDEX_LABEL: str(index),
+        }
+        if self.is_master_role(job, replica_type, index):
+            labels[JOB_ROLE_LABEL] = "master"
+        return labels
+
     def materialised_replica_types(self, job: JobT, colocated: bool) -> tuple[str, ...]:
         """Replica types that become pods or processes. Locally MPI runs only its launcher."""
         return tuple(t for t in self.replica_types if t in job.replica_specs)
@@ -148,6 +165,39 @@ class Framework(ABC, Generic[JobT]):
     def config_files(self, job: JobT, addressing: Addressing, running_hosts: Sequence[str]) -> dict[str, str]:
         """Files a job needs beside its pods (MPI hostfile, discover_hosts.sh); ``{}`` for most."""
         return {}
+
+    def pod_decoration(self, job: JobT, replica_type: str, index: int) -> PodDecoration:
+        """What a replica's pod needs on Kubernetes beyond its template, env and init containers."""
+        return PodDecoration()
+
+    def companion_objects(self, job: JobT) -> list[dict[str, Any]]:
+        """Objects a job needs beside its pods and per-replica services (MPI: RBAC, Service, Secret).
+
+        Returned without namespace or ownerReferences: the kube substrate adds both. The
+        ``config_files`` ConfigMap is not among them (the substrate renders it); a Secret of type
+        ``kubernetes.io/ssh-auth`` without data gets a fresh key pair when it is created.
+        """
+        return []
+
+    def runs_as_batch_job(self, job: JobT, replica_type: str) -> bool:
+        """Replicas run by a ``batch/v1`` Job carrying the run policy (MPI v2beta1's launcher)."""
+        return False
+
+
+@dataclass(frozen=True)
+class PodDecoration:
+    """Additions to a replica's pod on Kubernetes (volumes, DNS identity, defaults)."""
+
+    volumes: tuple[dict[str, Any], ...] = ()
+    main_volume_mounts: tuple[dict[str, Any], ...] = ()
+    """Mounted into the first container."""
+    default_command: tuple[str, ...] = ()
+    """The first container's command when it sets neither ``command`` nor ``args``."""
+    hostname: str | None = None
+    subdomain: str | None = None
+    dns_searches: tuple[str, ...] = ()
+    service_account_name: str | None = None
+    """Used when the template names no service account."""
 
 
 @dataclass(frozen=True)

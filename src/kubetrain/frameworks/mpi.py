@@ -36,8 +36,10 @@ from kubetrain.frameworks.base import (
     EnvVar,
     Framework,
     InitSettings,
+    PodDecoration,
     StatusContext,
 )
+from kubetrain.frameworks.labels import APP_LABEL
 from kubetrain.frameworks.mpi_common import (
     CONFIG_MOUNT_PATH,
     DISCOVER_HOSTS,
@@ -45,6 +47,8 @@ from kubetrain.frameworks.mpi_common import (
     LAUNCHER,
     LOCALHOST,
     WORKER,
+    config_mount,
+    config_volume,
     container_env_names,
     evicted_workers_message,
     launcher_name,
@@ -57,6 +61,7 @@ from kubetrain.frameworks.standard import V1_MANAGED_BY, counts, env, proposal, 
 
 KUBEXEC = "kubexec.sh"
 KUBECTL_MOUNT_PATH = "/opt/kube"
+KUBECTL_VOLUME = "mpi-job-kubectl"
 FAILED_REASON = "MPIJobMPIJobFailed"
 """Upstream's generic failure path prefixes the kind to an already prefixed reason; kept verbatim."""
 
@@ -164,8 +169,7 @@ class MPIFramework(Framework[MPIJob]):
         addressing: Addressing,
         settings: InitSettings,
     ) -> list[dict[str, Any]]:
-        """``kubectl-delivery`` copies kubectl into the launcher (volumes ``mpi-job-kubectl`` and
-        ``mpi-job-config`` are the kube substrate's to add)."""
+        """``kubectl-delivery`` copies kubectl into the launcher (its volumes: ``pod_decoration``)."""
         if addressing.colocated or replica_type != LAUNCHER:
             return []
         resources = {"cpu": "100m", "memory": "512Mi", "ephemeral-storage": "5Gi"}
@@ -179,8 +183,8 @@ class MPIFramework(Framework[MPIJob]):
                     {"name": "NAMESPACE", "value": job.namespace},
                 ],
                 "volumeMounts": [
-                    {"name": "mpi-job-kubectl", "mountPath": KUBECTL_MOUNT_PATH},
-                    {"name": "mpi-job-config", "mountPath": CONFIG_MOUNT_PATH},
+                    {"name": KUBECTL_VOLUME, "mountPath": KUBECTL_MOUNT_PATH},
+                    config_mount(),
                 ],
                 "resources": {"limits": dict(resources), "requests": dict(resources)},
             }
@@ -213,6 +217,67 @@ class MPIFramework(Framework[MPIJob]):
             "#!/bin/sh\nset -x\nPOD_NAME=$1\nshift\n"
             f'{KUBECTL_MOUNT_PATH}/kubectl exec ${{POD_NAME}}{container} -- /bin/sh -c "$*"'
         )
+
+    # --- Kubernetes objects ---------------------------------------------------------------------
+
+    def launcher_service_account(self, job: MPIJob) -> str:
+        """The launcher template's service account if it names one, else ``<job>-launcher``."""
+        launcher = job.replica_specs.get(LAUNCHER)
+        spec = (launcher.template.get("spec") or {}) if launcher is not None else {}
+        return str(spec.get("serviceAccountName") or launcher_name(job))
+
+    def pod_decoration(self, job: MPIJob, replica_type: str, index: int) -> PodDecoration:
+        """Launcher: kubectl and all of ``/etc/mpi``; workers: only ``kubexec.sh``, and a command
+        that keeps them alive for ``kubectl exec`` when they have none."""
+        if replica_type == LAUNCHER:
+            files = (KUBEXEC, HOSTFILE, DISCOVER_HOSTS)
+            return PodDecoration(
+                volumes=(
+                    {"name": KUBECTL_VOLUME, "emptyDir": {}},
+                    config_volume(job, self.config_file_modes, files),
+                ),
+                main_volume_mounts=(
+                    {"name": KUBECTL_VOLUME, "mountPath": KUBECTL_MOUNT_PATH},
+                    config_mount(),
+                ),
+                service_account_name=self.launcher_service_account(job),
+            )
+        return PodDecoration(
+            volumes=(config_volume(job, self.config_file_modes, (KUBEXEC,)),),
+            main_volume_mounts=(config_mount(),),
+            default_command=("sleep", "365d"),
+        )
+
+    def companion_objects(self, job: MPIJob) -> list[dict[str, Any]]:
+        """The launcher's identity: a ServiceAccount allowed to exec into exactly this job's workers."""
+        name = launcher_name(job)
+        account = self.launcher_service_account(job)
+        labels = {APP_LABEL: job.name}
+        workers = [replica_name(job.name, WORKER, i) for i in range(worker_count(job))]
+        return [
+            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account, "labels": labels}},
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "Role",
+                "metadata": {"name": name, "labels": labels},
+                "rules": [
+                    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+                    {
+                        "apiGroups": [""],
+                        "resources": ["pods/exec"],
+                        "resourceNames": workers,
+                        "verbs": ["create"],
+                    },
+                ],
+            },
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": {"name": name, "labels": labels},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+                "subjects": [{"kind": "ServiceAccount", "name": account}],
+            },
+        ]
 
     # --- status -------------------------------------------------------------------------------
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from kubetrain.api.common import ReplicaSpec
 from kubetrain.api.defaults import template_containers
@@ -60,3 +61,20 @@ def evicted_workers_message(workers: Sequence[ObservedPhase]) -> str | None:
     """``<n>/<total> workers are evicted`` when any worker pod was evicted."""
     evicted = sum(1 for w in workers if w.reason == EVICTED)
     return f"{evicted}/{len(workers)} workers are evicted" if evicted else None
+
+
+CONFIG_VOLUME = "mpi-job-config"
+
+
+def config_map_name(job: TrainingJob) -> str:
+    return f"{job.name}-config"
+
+
+def config_volume(job: TrainingJob, modes: Mapping[str, int], files: Sequence[str]) -> dict[str, Any]:
+    """The ``mpi-job-config`` volume projecting ``files`` of ``<job>-config`` with their modes."""
+    items = [{"key": name, "path": name, "mode": modes[name]} for name in files]
+    return {"name": CONFIG_VOLUME, "configMap": {"name": config_map_name(job), "items": items}}
+
+
+def config_mount() -> dict[str, Any]:
+    return {"name": CONFIG_VOLUME, "mountPath": CONFIG_MOUNT_PATH}

@@ -31,7 +31,15 @@ from kubetrain.api.validation import (
     required,
 )
 from kubetrain.frameworks.addressing import Addressing, replica_name
-from kubetrain.frameworks.base import ConditionProposal, EnvTarget, EnvVar, Framework, StatusContext
+from kubetrain.frameworks.base import (
+    ConditionProposal,
+    EnvTarget,
+    EnvVar,
+    Framework,
+    PodDecoration,
+    StatusContext,
+)
+from kubetrain.frameworks.labels import APP_LABEL, JOB_ROLE_LABEL, REPLICA_INDEX_LABEL, job_labels
 from kubetrain.frameworks.mpi_common import (
     CONFIG_MOUNT_PATH,
     DISCOVER_HOSTS,
@@ -39,6 +47,8 @@ from kubetrain.frameworks.mpi_common import (
     LAUNCHER,
     LOCALHOST,
     WORKER,
+    config_mount,
+    config_volume,
     evicted_workers_message,
     launcher_name,
     observed,
@@ -51,6 +61,13 @@ V2_MANAGED_BY = ("kubeflow.org/mpi-operator", "kueue.x-k8s.io/multikueue")
 DEFAULT_SSH_AUTH_MOUNT_PATH = "/root/.ssh"
 VALID_RESTART_POLICIES = (RestartPolicy.NEVER.value, RestartPolicy.ON_FAILURE.value)
 SSH_RETRIES = "-o ConnectionAttempts=10"
+SSH_VOLUME = "ssh-auth"
+SSH_AUTH_SECRET_TYPE = "kubernetes.io/ssh-auth"
+SSH_KEY_FILES = (
+    ("ssh-privatekey", "id_rsa"),
+    ("ssh-publickey", "id_rsa.pub"),
+    ("ssh-publickey", "authorized_keys"),
+)
 
 
 class MPIV2Framework(Framework[MPIJobV2]):
@@ -157,6 +174,20 @@ class MPIV2Framework(Framework[MPIJobV2]):
             return (LAUNCHER,) if LAUNCHER in job.replica_specs else ()
         return tuple(t for t in (WORKER, LAUNCHER) if t in job.replica_specs)
 
+    def replica_labels(self, job: MPIJobV2, replica_type: str, index: int) -> dict[str, str]:
+        """mpi-operator's set: ``job-role`` launcher/worker, no replica-type; the launcher has an
+        index only when it is also a worker (it is rank host 0, workers shift by one)."""
+        labels = job_labels(self.controller_name, job.name)
+        as_worker = bool(job.spec.run_launcher_as_worker)
+        if replica_type == LAUNCHER:
+            labels[JOB_ROLE_LABEL] = "launcher"
+            if as_worker:
+                labels[REPLICA_INDEX_LABEL] = "0"
+        else:
+            labels[JOB_ROLE_LABEL] = "worker"
+            labels[REPLICA_INDEX_LABEL] = str(index + 1 if as_worker else index)
+        return labels
+
     # --- env ----------------------------------------------------------------------------------
 
     def replica_env(
@@ -216,6 +247,69 @@ class MPIV2Framework(Framework[MPIJobV2]):
             return f"{host} slots={slots}\n"
         return f"{host}:{slots}\n"
 
+    # --- Kubernetes objects ---------------------------------------------------------------------
+
+    def _ssh_volume(self, job: MPIJobV2) -> dict[str, Any]:
+        secret: dict[str, Any] = {
+            "secretName": ssh_secret_name(job),
+            "items": [{"key": key, "path": path} for key, path in SSH_KEY_FILES],
+        }
+        if (job.spec.ssh_auth_mount_path or DEFAULT_SSH_AUTH_MOUNT_PATH) == DEFAULT_SSH_AUTH_MOUNT_PATH:
+            # sshd refuses keys readable by others; Kubernetes' default 0644 is only safe elsewhere.
+            secret["defaultMode"] = 0o600
+        return {"name": SSH_VOLUME, "secret": secret}
+
+    def pod_decoration(self, job: MPIJobV2, replica_type: str, index: int) -> PodDecoration:
+        """SSH keys everywhere; the launcher gets ``/etc/mpi``; every pod a hostname under ``<job>``."""
+        ssh_mount = {
+            "name": SSH_VOLUME,
+            "mountPath": job.spec.ssh_auth_mount_path or DEFAULT_SSH_AUTH_MOUNT_PATH,
+        }
+        if replica_type == LAUNCHER:
+            return PodDecoration(
+                volumes=(
+                    self._ssh_volume(job),
+                    config_volume(job, self.config_file_modes, (HOSTFILE, DISCOVER_HOSTS)),
+                ),
+                main_volume_mounts=(ssh_mount, config_mount()),
+                hostname=launcher_name(job),
+                subdomain=job.name,
+            )
+        return PodDecoration(
+            volumes=(self._ssh_volume(job),),
+            main_volume_mounts=(ssh_mount,),
+            default_command=("/usr/sbin/sshd", "-De"),
+            hostname=replica_name(job.name, WORKER, index),
+            subdomain=job.name,
+            dns_searches=(f"{job.name}.{job.namespace}.svc.cluster.local",),
+        )
+
+    def companion_objects(self, job: MPIJobV2) -> list[dict[str, Any]]:
+        """The headless Service every pod's hostname resolves under, and the SSH key Secret."""
+        labels = {APP_LABEL: job.name}
+        return [
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": job.name, "labels": labels},
+                "spec": {
+                    "clusterIP": "None",
+                    "selector": job_labels(self.controller_name, job.name),
+                    "publishNotReadyAddresses": bool(job.spec.run_launcher_as_worker),
+                },
+            },
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": ssh_secret_name(job), "labels": labels},
+                "type": SSH_AUTH_SECRET_TYPE,
+            },
+        ]
+
+    def runs_as_batch_job(self, job: MPIJobV2, replica_type: str) -> bool:
+        """The launcher is a ``batch/v1`` Job: its retries and deadline are the Job controller's."""
+        return replica_type == LAUNCHER
+
     # --- status -------------------------------------------------------------------------------
 
     def status_rules(self, context: StatusContext) -> list[ConditionProposal]:
@@ -251,3 +345,7 @@ class MPIV2Framework(Framework[MPIJobV2]):
             message = f"MPIJob {full_name} is running."
             found.append(ConditionProposal(ConditionType.RUNNING, "MPIJobRunning", message))
         return found
+
+
+def ssh_secret_name(job: MPIJobV2) -> str:
+    return f"{job.name}-ssh"

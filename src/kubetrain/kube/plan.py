@@ -15,11 +15,24 @@ from kubetrain.engine.planning import desired_replicas, plan_replica
 from kubetrain.engine.types import Traits
 from kubetrain.frameworks.addressing import ClusterAddressing
 from kubetrain.frameworks.registry import framework_for
-from kubetrain.kube.render import RenderSettings, render_pod, render_pod_group, render_service
+from kubetrain.kube.render import (
+    RenderSettings,
+    as_batch_job,
+    render_companions,
+    render_config_map,
+    render_pod,
+    render_pod_group,
+    render_service,
+)
 
 
 def kubernetes_plan(job: TrainingJob, gang_scheduler: str | None = None) -> list[dict[str, Any]]:
-    """The PodGroup (if gang scheduling), then each replica's Pod and headless Service."""
+    """The PodGroup (if gang scheduling), the job's companions (RBAC, Service, Secret, ConfigMap),
+    then each replica's Pod (or batch Job) and headless Service.
+
+    The ConfigMap is shown as it is first written, before any worker runs; an ssh-auth Secret is
+    shown without the key pair generated when it is created.
+    """
     job = admit(job)
     framework = framework_for(job)
     settings = RenderSettings(gang_scheduler=gang_scheduler)
@@ -28,9 +41,14 @@ def kubernetes_plan(job: TrainingJob, gang_scheduler: str | None = None) -> list
     objects: list[dict[str, Any]] = []
     if gang_scheduler:
         objects.append(render_pod_group(job, min_member_of(job), settings))
+    objects.extend(render_companions(job, framework))
+    config_map = render_config_map(job, framework, addressing, running_hosts=[])
+    if config_map is not None:
+        objects.append(config_map)
     for replica_type, index in desired_replicas(job, traits, framework):
         plan = plan_replica(job, replica_type, index, addressing)
-        objects.append(render_pod(job, plan, framework, addressing, settings).manifest)
+        pod = render_pod(job, plan, framework, addressing, settings).manifest
+        objects.append(as_batch_job(job, pod) if framework.runs_as_batch_job(job, replica_type) else pod)
         if framework.per_replica_services:
             objects.append(render_service(job, plan, framework))
     return objects

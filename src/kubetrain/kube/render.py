@@ -14,16 +14,17 @@ from typing import Any
 
 from kubetrain.api.jobs import TrainingJob
 from kubetrain.engine.gang import VOLCANO
-from kubetrain.engine.planning import (
+from kubetrain.engine.planning import replica_count
+from kubetrain.engine.types import ReplicaPlan
+from kubetrain.frameworks.addressing import Addressing
+from kubetrain.frameworks.base import Framework, InitSettings, PodDecoration
+from kubetrain.frameworks.labels import (
+    APP_LABEL,
     JOB_NAME_LABEL,
     OPERATOR_NAME_LABEL,
     REPLICA_INDEX_LABEL,
     REPLICA_TYPE_LABEL,
-    replica_count,
 )
-from kubetrain.engine.types import ReplicaPlan
-from kubetrain.frameworks.addressing import Addressing
-from kubetrain.frameworks.base import Framework, InitSettings
 from kubetrain.kube.quantity import add_resources, format_quantity
 
 VOLCANO_GROUP = "scheduling.volcano.sh"
@@ -92,15 +93,95 @@ def render_pod(
     settings: RenderSettings,
 ) -> RenderedPod:
     template = copy.deepcopy(plan.template)
-    metadata = {k: v for k, v in (template.get("metadata") or {}).items() if v is not None}
-    metadata.update(name=plan.name, namespace=job.namespace, ownerReferences=[owner_reference(job)])
+    user_metadata = {k: v for k, v in (template.get("metadata") or {}).items() if v is not None}
+    metadata = {
+        "name": plan.name,
+        "namespace": job.namespace,
+        **{k: v for k, v in user_metadata.items() if k not in ("name", "namespace")},
+        "ownerReferences": [owner_reference(job)],
+    }
     spec = template.get("spec") or {}
     init = framework.init_containers(job, plan.replica_type, plan.index, addressing, settings.init)
     if init:
         spec["initContainers"] = [*(spec.get("initContainers") or []), *init]
+    _decorate(spec, framework.pod_decoration(job, plan.replica_type, plan.index))
     pod: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
     scheduler_kept = _gang_decoration(pod, job, plan, settings) if settings.gang_scheduler else True
     return RenderedPod(pod, scheduler_kept)
+
+
+def _decorate(spec: dict[str, Any], decoration: PodDecoration) -> None:
+    containers = spec.get("containers") or [{}]
+    main = containers[0]
+    if decoration.default_command and not main.get("command") and not main.get("args"):
+        main["command"] = list(decoration.default_command)
+    if decoration.main_volume_mounts:
+        main["volumeMounts"] = [*(main.get("volumeMounts") or []), *decoration.main_volume_mounts]
+    if decoration.volumes:
+        spec["volumes"] = [*(spec.get("volumes") or []), *decoration.volumes]
+    if decoration.hostname:
+        spec["hostname"] = decoration.hostname
+    if decoration.subdomain:
+        spec["subdomain"] = decoration.subdomain
+        if spec.get("hostNetwork"):
+            spec["dnsPolicy"] = "ClusterFirstWithHostNet"
+    if decoration.dns_searches:
+        dns = spec.setdefault("dnsConfig", {})
+        dns["searches"] = [*(dns.get("searches") or []), *decoration.dns_searches]
+    if decoration.service_account_name and not spec.get("serviceAccountName"):
+        spec["serviceAccountName"] = decoration.service_account_name
+
+
+def as_batch_job(job: TrainingJob, pod: dict[str, Any]) -> dict[str, Any]:
+    """A ``batch/v1`` Job running ``pod`` once, with the job's run policy (MPI v2beta1 launcher)."""
+    policy = job.run_policy
+    pod_metadata = {k: v for k, v in pod["metadata"].items() if k in ("labels", "annotations")}
+    spec: dict[str, Any] = {"template": {"metadata": pod_metadata, "spec": pod["spec"]}}
+    for name, value in (
+        ("ttlSecondsAfterFinished", policy.ttl_seconds_after_finished),
+        ("activeDeadlineSeconds", policy.active_deadline_seconds),
+        ("backoffLimit", policy.backoff_limit),
+    ):
+        if value is not None:
+            spec[name] = value
+    spec["podReplacementPolicy"] = "Failed"
+    if policy.suspend:
+        spec["suspend"] = True
+    metadata = {k: pod["metadata"][k] for k in ("name", "namespace", "labels", "ownerReferences")}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": spec}
+
+
+def render_config_map(
+    job: TrainingJob, framework: Framework[Any], addressing: Addressing, running_hosts: list[str]
+) -> dict[str, Any] | None:
+    """``<job>-config`` holding the framework's config files, or None when it has none."""
+    files = framework.config_files(job, addressing, running_hosts)
+    if not files:
+        return None
+    return _owned(
+        job,
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": f"{job.name}-config", "labels": {APP_LABEL: job.name}},
+            "data": files,
+        },
+    )
+
+
+def render_companions(job: TrainingJob, framework: Framework[Any]) -> list[dict[str, Any]]:
+    """The framework's companion objects, placed in the job's namespace and owned by it."""
+    return [_owned(job, copy.deepcopy(obj)) for obj in framework.companion_objects(job)]
+
+
+def _owned(job: TrainingJob, obj: dict[str, Any]) -> dict[str, Any]:
+    obj["metadata"] = {
+        "name": obj["metadata"]["name"],
+        "namespace": job.namespace,
+        **{k: v for k, v in obj["metadata"].items() if k != "name"},
+        "ownerReferences": [owner_reference(job)],
+    }
+    return obj
 
 
 def render_service(job: TrainingJob, plan: ReplicaPlan, framework: Framework[Any]) -> dict[str, Any]:

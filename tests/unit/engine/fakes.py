@@ -80,11 +80,6 @@ class ToyFramework(Framework[ToyJob]):
             for t in job.replica_specs
             if t not in self.replica_types
         ]
-        errors += [
-            FieldError(f"spec.toyReplicaSpecs.{t}.replicas", "must be greater than or equal to 0")
-            for t, spec in job.replica_specs.items()
-            if (spec.replicas or 0) < 0
-        ]
         return errors
 
     def is_master_role(self, job: ToyJob, replica_type: str, index: int) -> bool:

@@ -51,3 +51,10 @@ def test_admit_finds_the_framework_from_the_job_kind() -> None:
     )
     admitted = admit(job)
     assert admitted.replica_specs["Master"].restart_policy is RestartPolicy.ON_FAILURE
+
+
+def test_admit_rejects_negative_run_policy_durations_for_every_kind() -> None:
+    job = toy_job(masters=1, workers=1)
+    job = job.with_run_policy(job.run_policy.model_copy(update={"backoff_limit": -1}))
+    with pytest.raises(InvalidJobError, match=r"spec.runPolicy.backoffLimit: Invalid value: -1"):
+        admit(job, FRAMEWORK)

@@ -1,0 +1,54 @@
+"""What ``kubetrain run`` would start for a job, without starting it.
+
+``kubetrain plan --target local`` prints one entry per process: its command after ``$(VAR)``
+expansion, its working directory, the container env it receives (injected env included, on
+loopback) and its restart policy. The process also inherits kubetrain's own environment, which is
+not shown. Ports are the free ones found now; a real run finds its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from kubetrain.api.jobs import TrainingJob
+from kubetrain.engine.admission import admit
+from kubetrain.engine.planning import desired_replicas, plan_replica
+from kubetrain.engine.types import Traits
+from kubetrain.frameworks.addressing import LocalAddressing
+from kubetrain.frameworks.registry import framework_for
+from kubetrain.local.launch import container_env, launch_spec, main_container, replica_field_path
+from kubetrain.local.ports import ReplicaKey, allocate_addressing
+
+TRAITS = Traits(colocated=True)
+
+
+def local_plan(
+    job: TrainingJob, working_dir: Path, ports: Mapping[ReplicaKey, int] | None = None
+) -> list[dict[str, Any]]:
+    """One description per local process, in start order; raises ``InvalidJobError`` if it can't run."""
+    job = admit(job)
+    framework = framework_for(job)
+    keys = desired_replicas(job, TRAITS, framework)
+    addressing = LocalAddressing(dict(ports)) if ports is not None else allocate_addressing(keys)
+    processes: list[dict[str, Any]] = []
+    for replica_type, index in keys:
+        plan = plan_replica(job, replica_type, index, addressing)
+        spec = launch_spec(plan, job, cwd=working_dir, base_env={}, extra_env={})
+        position, container = main_container(plan)
+        path = f"{replica_field_path(job, replica_type)}.template.spec.containers[{position}]"
+        processes.append(
+            {
+                "replica": spec.prefix,
+                "name": plan.name,
+                "command": list(spec.argv),
+                "workingDir": str(working_dir),
+                "env": container_env(plan, job, container, path),
+                "restartPolicy": str(plan.restart_policy),
+            }
+        )
+    files = framework.config_files(job, addressing, [])
+    if files and framework.config_mount_path:
+        processes.append({"configFiles": {"mountPath": framework.config_mount_path, "files": files}})
+    return processes
