@@ -5,8 +5,10 @@
   ``done``.
 - ``add_after`` delays a key (deadlines, TTL); a key already waiting for a later time moves earlier, never
   later.
-- ``add_rate_limited`` delays a key by a per-key exponential backoff (5 ms doubling up to 1000 s, as
-  client-go's default controller rate limiter) until ``forget`` resets it.
+- ``add_rate_limited`` delays a key by client-go's default controller rate limit: the larger of a per-key
+  exponential backoff (5 ms doubling up to 1000 s, until ``forget`` resets it) and an overall token bucket
+  (10 retries per second after a burst of 100), so an API outage failing every key at once does not
+  become a retry storm when it ends.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ K = TypeVar("K", bound=Hashable)
 
 DEFAULT_BASE_DELAY = 0.005
 DEFAULT_MAX_DELAY = 1000.0
+DEFAULT_RETRY_QPS = 10.0
+DEFAULT_RETRY_BURST = 100
 
 
 class QueueShutDownError(Exception):
@@ -37,10 +41,18 @@ class WorkQueue(Generic[K]):
         clock: Clock | None = None,
         base_delay: float = DEFAULT_BASE_DELAY,
         max_delay: float = DEFAULT_MAX_DELAY,
+        retry_qps: float = DEFAULT_RETRY_QPS,
+        retry_burst: int = DEFAULT_RETRY_BURST,
     ) -> None:
         if base_delay <= 0 or max_delay < base_delay:
             raise ValueError("need 0 < base_delay <= max_delay")
+        if retry_qps <= 0 or retry_burst < 1:
+            raise ValueError("need retry_qps > 0 and retry_burst >= 1")
         self._clock = clock or LoopClock()
+        self._retry_qps = retry_qps
+        self._retry_burst = float(retry_burst)
+        self._retry_tokens = self._retry_burst
+        self._retry_tokens_at = self._clock.monotonic()
         self._base_delay = base_delay
         self._max_delay = max_delay
         self._ready: deque[K] = deque()
@@ -93,11 +105,22 @@ class WorkQueue(Generic[K]):
         self.add_after(key, self.next_backoff(key))
 
     def next_backoff(self, key: K) -> float:
-        """The delay for this key's next failure, counting it: base·2^failures, capped at the maximum."""
+        """The delay for this key's next failure, counting it: the larger of base·2^failures (capped at the
+        maximum) and the wait for a token of the overall retry bucket."""
         failures = self._failures.get(key, 0)
         self._failures[key] = failures + 1
         # Past ~2^60 the float is far above any sane cap; clamp the exponent so it never overflows.
-        return min(self._base_delay * 2.0 ** min(failures, 60), self._max_delay)
+        per_key = min(self._base_delay * 2.0 ** min(failures, 60), self._max_delay)
+        return max(per_key, self._reserve_retry_token())
+
+    def _reserve_retry_token(self) -> float:
+        """Take a token from the overall retry bucket; returns how long until it is really available."""
+        now = self._clock.monotonic()
+        elapsed = now - self._retry_tokens_at
+        self._retry_tokens = min(self._retry_burst, self._retry_tokens + elapsed * self._retry_qps)
+        self._retry_tokens_at = now
+        self._retry_tokens -= 1
+        return max(0.0, -self._retry_tokens / self._retry_qps)
 
     def num_requeues(self, key: K) -> int:
         return self._failures.get(key, 0)

@@ -212,3 +212,20 @@ async def test_a_shut_down_queue_ignores_new_and_delayed_keys() -> None:
 def test_backoff_bounds_must_be_positive_and_ordered() -> None:
     with pytest.raises(ValueError, match="base_delay"):
         WorkQueue[str](base_delay=2.0, max_delay=1.0)
+
+
+async def test_retries_of_many_keys_are_paced_at_10_per_second_after_a_burst_of_100() -> None:
+    clock = FakeClock()
+    queue: WorkQueue[str] = WorkQueue(clock=clock)
+    burst = [queue.next_backoff(f"ns/job-{index}") for index in range(100)]
+    assert set(burst) == {0.005}
+    assert queue.next_backoff("ns/job-100") == pytest.approx(0.1)
+    assert queue.next_backoff("ns/job-101") == pytest.approx(0.2)
+
+
+async def test_the_retry_bucket_refills_over_time() -> None:
+    clock = FakeClock()
+    queue: WorkQueue[str] = WorkQueue(clock=clock, retry_qps=1, retry_burst=1)
+    queue.next_backoff("ns/a")
+    await clock.advance(1)
+    assert queue.next_backoff("ns/b") == 0.005
