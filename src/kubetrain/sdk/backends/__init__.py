@@ -1,0 +1,1 @@
+"""Where the SDK's jobs live: a Kubernetes cluster, or local runs under a state directory."""

@@ -1,0 +1,340 @@
+"""Jobs on a Kubernetes cluster, through lightkube: the kubeflow.org kinds as generic resources, pods, events
+and logs as typed core/v1 resources. Every API failure becomes one of ``kubetrain.sdk.errors`` with the
+server's message."""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx2
+from lightkube import ALL_NS, ApiError, Client, ConfigError, KubeConfig, SingleConfig, operators
+from lightkube.generic_resource import GenericNamespacedResource, create_namespaced_resource
+from lightkube.resources.core_v1 import Event, Pod
+from lightkube.types import PatchType
+
+from kubetrain.api.jobs import TrainingJob
+from kubetrain.api.manifest import parse_job
+from kubetrain.sdk.backends.base import JobEvent, LogLine
+from kubetrain.sdk.errors import (
+    AccessDeniedError,
+    BackendUnavailableError,
+    JobExistsError,
+    JobNotFoundError,
+    TrainingApiError,
+    UnsupportedOperationError,
+)
+from kubetrain.sdk.kinds import KINDS, JobKind, kind_of
+from kubetrain.sdk.selectors import Operator, parse_selector
+
+T = TypeVar("T")
+
+REQUEST_TIMEOUT = 30.0
+POD_START_POLL = 0.5
+KUBELET_PORT = ":10250"
+"""Log requests the API server could not forward to a kubelet name this port in their error."""
+
+
+def resource(kind: JobKind) -> type[GenericNamespacedResource]:
+    return create_namespaced_resource(kind.group, kind.version, kind.kind, kind.plural)
+
+
+def load_config(
+    config_file: str | Path | None, context: str | None, configuration: KubeConfig | SingleConfig | None
+) -> SingleConfig:
+    """The cluster to talk to, as upstream finds it: ``config_file``, else in-cluster, ``$KUBECONFIG``,
+    ``~/.kube/config``."""
+    try:
+        if isinstance(configuration, SingleConfig):
+            return configuration
+        loaded = configuration or (
+            KubeConfig.from_file(config_file) if config_file is not None else KubeConfig.from_env()
+        )
+        single = loaded.get(context_name=context)
+    except ConfigError as error:
+        raise BackendUnavailableError(
+            f"no usable kubeconfig ({error}): set KUBECONFIG or pass --kubeconfig, "
+            "or use --local for jobs on this machine"
+        ) from None
+    if single is None:
+        raise BackendUnavailableError("the kubeconfig has no current context: pass --context")
+    return single
+
+
+def _selector(label_selector: str | None) -> dict[str, Any]:
+    operator_for: dict[Operator, Callable[[str], Any]] = {
+        Operator.EQUAL: operators.equal,
+        Operator.NOT_EQUAL: operators.not_equal,
+        Operator.EXISTS: lambda _: operators.exists(),
+        Operator.NOT_EXISTS: lambda _: operators.not_exists(),
+    }
+    return {r.key: operator_for[r.operator](r.value) for r in parse_selector(label_selector)}
+
+
+def _api_error(what: str, error: ApiError, missing: str | None = None) -> TrainingApiError:
+    code, message = error.status.code or 0, error.status.message or str(error)
+    if code == 404:
+        return JobNotFoundError(missing or f"{what}: not found ({message})")
+    if code in (401, 403):
+        return AccessDeniedError(f"{what}: forbidden: {message}")
+    if code == 409:
+        return JobExistsError(f"{what}: {message}")
+    return TrainingApiError(f"{what}: {message}")
+
+
+class KubernetesBackend:
+    def __init__(
+        self,
+        config_file: str | Path | None = None,
+        context: str | None = None,
+        configuration: KubeConfig | SingleConfig | None = None,
+    ) -> None:
+        config = load_config(config_file, context, configuration)
+        self.server = config.cluster.server
+        self.default_namespace = config.namespace or "default"
+        self.client = Client(config, timeout=httpx2.Timeout(REQUEST_TIMEOUT), field_manager="kubetrain")
+
+    # --- errors --------------------------------------------------------------------------------
+
+    def _call(self, what: str, call: Callable[[], T], *, missing: str | None = None) -> T:
+        """Run one API call, turning its failure into an SDK error that says ``what`` failed and why."""
+        try:
+            return call()
+        except ApiError as error:
+            raise _api_error(what, error, missing) from None
+        except httpx2.TransportError as error:
+            raise BackendUnavailableError(
+                f"{what}: cannot reach the API server at {self.server}: {error or type(error).__name__}"
+            ) from None
+
+    def _kind_missing(self, kind: JobKind) -> str:
+        return (
+            f"the cluster does not serve {kind.plural}.{kind.group}/{kind.version}: install kubetrain's CRDs "
+            "(kubetrain manifests crds | kubectl apply -f -)"
+        )
+
+    def _job(self, obj: Any) -> TrainingJob:
+        return parse_job(obj.to_dict() if hasattr(obj, "to_dict") else obj)
+
+    # --- jobs ----------------------------------------------------------------------------------
+
+    def create(self, job: TrainingJob, *, dry_run: bool = False) -> TrainingJob:
+        kind = kind_of(job)
+        wire = job.to_wire()
+        wire.pop("status", None)
+        res = resource(kind)
+        what = f"Failed to create {kind}: {job.namespace}/{job.name}"
+        created = self._call(
+            what,
+            lambda: self.client.create(res.from_dict(wire), namespace=job.namespace, dry_run=dry_run),
+            missing=f"{what}: {self._kind_missing(kind)}",
+        )
+        return self._job(created)
+
+    def get(self, kind: JobKind, namespace: str, name: str) -> TrainingJob:
+        what = f"Failed to get {kind}: {namespace}/{name}"
+        res = resource(kind)
+        try:
+            found = self._call(what, lambda: self.client.get(res, name, namespace=namespace))
+        except JobNotFoundError:
+            self._require_served(kind, namespace)
+            raise JobNotFoundError(f"{kind} {namespace}/{name} not found") from None
+        return self._job(found)
+
+    def _require_served(self, kind: JobKind, namespace: str) -> None:
+        res = resource(kind)
+        self._call(
+            f"Failed to list {kind}",
+            lambda: next(iter(self.client.list(res, namespace=namespace, chunk_size=1)), None),
+            missing=self._kind_missing(kind),
+        )
+
+    def list_jobs(
+        self, kind: JobKind | None, namespace: str | None, label_selector: str | None = None
+    ) -> list[TrainingJob]:
+        labels = _selector(label_selector)
+        where = namespace or ALL_NS
+        jobs: list[TrainingJob] = []
+        for each in [kind] if kind is not None else KINDS:
+            res = resource(each)
+            try:
+                found = self._call(
+                    f"Failed to list {each} in {namespace or 'all namespaces'}",
+                    lambda res=res: list(self.client.list(res, namespace=where, labels=labels or None)),  # type: ignore[misc]
+                    missing=self._kind_missing(each),
+                )
+            except JobNotFoundError:
+                if kind is not None:
+                    raise
+                continue  # listing every kind skips the ones this cluster does not serve
+            jobs += [self._job(o) for o in found]
+        return jobs
+
+    def patch(self, kind: JobKind, namespace: str, name: str, patch: Mapping[str, Any]) -> TrainingJob:
+        res = resource(kind)
+        patched = self._call(
+            f"Failed to update {kind}: {namespace}/{name}",
+            lambda: self.client.patch(
+                res, name, dict(patch), namespace=namespace, patch_type=PatchType.MERGE
+            ),
+            missing=f"{kind} {namespace}/{name} not found",
+        )
+        return self._job(patched)
+
+    def scale(self, kind: JobKind, namespace: str, name: str, replicas: int) -> TrainingJob:
+        if kind.framework.scale_replica_type is None:
+            raise ValueError(f"{kind} has no scale subresource; change its replicas with update_job")
+        res = resource(kind)
+        self._call(
+            f"Failed to scale {kind}: {namespace}/{name}",
+            lambda: self.client.patch(
+                res.Scale,
+                name,
+                {"spec": {"replicas": replicas}},
+                namespace=namespace,
+                patch_type=PatchType.MERGE,
+            ),
+            missing=f"{kind} {namespace}/{name} not found",
+        )
+        return self.get(kind, namespace, name)
+
+    def delete(self, kind: JobKind, namespace: str, name: str) -> None:
+        res = resource(kind)
+        self._call(
+            f"Failed to delete {kind}: {namespace}/{name}",
+            lambda: self.client.delete(res, name, namespace=namespace),
+            missing=f"{kind} {namespace}/{name} not found",
+        )
+
+    # --- pods, logs, events --------------------------------------------------------------------
+
+    def pods(self, namespace: str, job_name: str, labels: Mapping[str, str]) -> list[Pod]:
+        found = self._call(
+            f"Failed to list pods of {namespace}/{job_name}",
+            lambda: list(self.client.list(Pod, namespace=namespace, labels=dict(labels))),
+        )
+        return sorted(found, key=lambda p: (p.metadata.name or "") if p.metadata else "")
+
+    def logs(
+        self,
+        namespace: str,
+        job_name: str,
+        pods: list[str],
+        *,
+        container: str | None,
+        follow: bool,
+        tail_lines: int | None,
+    ) -> Iterator[LogLine]:
+        if not follow:
+            for pod in pods:
+                if self._phase(namespace, pod) == "Pending":
+                    continue  # as upstream: a pod that has not started has no logs yet
+                for line in self._pod_log(namespace, pod, container, False, tail_lines):
+                    yield LogLine(pod, line)
+            return
+        yield from self._follow(namespace, pods, container, tail_lines)
+
+    def _phase(self, namespace: str, pod: str) -> str:
+        found = self._call(
+            f"Failed to get pod {namespace}/{pod}", lambda: self.client.get(Pod, pod, namespace=namespace)
+        )
+        return (found.status.phase if found.status else None) or "Pending"
+
+    def _pod_log(
+        self, namespace: str, pod: str, container: str | None, follow: bool, tail_lines: int | None
+    ) -> Iterator[str]:
+        what = f"Failed to read logs of pod {namespace}/{pod}"
+        try:
+            lines = self.client.log(
+                pod,
+                namespace=namespace,
+                container=container,
+                follow=follow,
+                tail_lines=tail_lines,
+                newlines=False,
+            )
+            yield from lines
+        except ApiError as error:
+            message = error.status.message or str(error)
+            if KUBELET_PORT in message or "containerLogs" in message:
+                raise UnsupportedOperationError(
+                    f"{what}: the API server could not reach the kubelet of the pod's node ({message}); "
+                    "no kubelet serves logs on this cluster (envtest has none)"
+                ) from None
+            raise _api_error(what, error) from None
+        except httpx2.TransportError as error:
+            raise BackendUnavailableError(
+                f"{what}: cannot reach the API server at {self.server}: {error}"
+            ) from None
+
+    def _follow(
+        self, namespace: str, pods: list[str], container: str | None, tail_lines: int | None
+    ) -> Iterator[LogLine]:
+        """Every pod's stream at once: one thread per pod waits for it to start, then follows it."""
+        lines: queue.Queue[LogLine | BaseException | None] = queue.Queue(maxsize=1000)
+        stop = threading.Event()
+
+        def pump(pod: str) -> None:
+            try:
+                while not stop.is_set() and self._phase(namespace, pod) == "Pending":
+                    time.sleep(POD_START_POLL)
+                for line in self._pod_log(namespace, pod, container, True, tail_lines):
+                    if stop.is_set():
+                        return
+                    lines.put(LogLine(pod, line))
+                lines.put(None)
+            except BaseException as error:  # handed to the reader, which raises it
+                lines.put(error)
+
+        threads = [threading.Thread(target=pump, args=(p,), daemon=True) for p in pods]
+        for thread in threads:
+            thread.start()
+        remaining = len(threads)
+        try:
+            while remaining:
+                item = lines.get()
+                if item is None:
+                    remaining -= 1
+                elif isinstance(item, BaseException):
+                    raise item
+                else:
+                    yield item
+        finally:
+            stop.set()
+            with contextlib.suppress(queue.Empty):
+                while True:
+                    lines.get_nowait()
+
+    def events(self, namespace: str, kind: str, job_name: str, pod_names: list[str]) -> list[JobEvent]:
+        wanted = {(kind, job_name)} | {("Pod", p) for p in pod_names}
+        found = self._call(
+            f"Failed to list events in {namespace}",
+            lambda: list(self.client.list(Event, namespace=namespace)),
+        )
+        events = []
+        for event in found:
+            involved = event.involvedObject
+            if (involved.kind, involved.name) not in wanted:
+                continue
+            last = (
+                event.lastTimestamp
+                or event.eventTime
+                or (event.metadata.creationTimestamp if event.metadata else None)
+            )
+            events.append(
+                JobEvent(
+                    type=event.type or "",
+                    reason=event.reason or "",
+                    message=event.message or "",
+                    involved=f"{involved.kind}/{involved.name}",
+                    count=event.count or 1,
+                    last_seen=last if isinstance(last, datetime) else None,
+                )
+            )
+        return sorted(events, key=lambda e: e.last_seen.timestamp() if e.last_seen else 0.0)

@@ -1,0 +1,374 @@
+"""Jobs run on this machine: each ``create`` starts ``kubetrain run`` detached, and every question is answered
+from the run's state directory (``status.json`` and per-replica logs).
+
+A run has no API server to edit, so a change to a live run (``update_job``, suspend, resume, scale) stops
+the run and starts it again from the changed manifest: replicas restart from scratch, as pods re-created by
+the operator would. Namespaces do not separate local runs; a job name names one run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+from lightkube.models.core_v1 import ContainerStatus, PodStatus
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import Pod
+
+from kubetrain.api.common import ConditionStatus, ConditionType, JobCondition
+from kubetrain.api.jobs import TrainingJob
+from kubetrain.api.manifest import parse_job
+from kubetrain.engine.admission import admit
+from kubetrain.frameworks.registry import framework_for
+from kubetrain.local.state import ReplicaRecord, RunDirectory, RunRecord, default_state_dir, list_runs
+from kubetrain.sdk.backends.base import JobEvent, LogLine
+from kubetrain.sdk.errors import (
+    JobExistsError,
+    JobNotFoundError,
+    TrainingApiError,
+)
+from kubetrain.sdk.kinds import JobKind, kind_of
+from kubetrain.sdk.selectors import matches
+
+MANIFEST_FILE = "job.yaml"
+RUNNER_LOG_FILE = "runner.log"
+RUNNER_START_TIMEOUT = 30.0
+STOP_TIMEOUT = 40.0
+"""The runner's grace period for its replicas (30 s) plus time to write its last status."""
+FOLLOW_POLL = 0.2
+LOCAL_NAMESPACE = "default"
+
+_RUN_COMMAND = "from kubetrain.cli.main import app; app()"
+"""How the detached runner is started: this interpreter, so it finds this kubetrain and its packages."""
+
+
+def _stopped_condition(record: RunRecord) -> JobCondition | None:
+    """A Failed condition for a run that ended without a result, so waiting on it ends."""
+    if record.stale:
+        message = f"the local runner (pid {record.runner_pid}) is gone without finishing the job"
+        reason = "LocalRunnerGone"
+    elif record.finished and record.interrupted:
+        message = "the local run was stopped before the job finished"
+        reason = "LocalRunInterrupted"
+    else:
+        return None
+    now = datetime.now(UTC)
+    return JobCondition(
+        type=ConditionType.FAILED,
+        status=ConditionStatus.TRUE,
+        reason=reason,
+        message=message,
+        last_update_time=now,
+        last_transition_time=now,
+    )
+
+
+class LocalBackend:
+    def __init__(self, state_dir: Path | None = None, cwd: Path | None = None) -> None:
+        self.state_dir = state_dir or default_state_dir()
+        self.cwd = cwd
+        self.default_namespace = LOCAL_NAMESPACE
+        self._children: dict[str, subprocess.Popen[bytes]] = {}
+
+    # --- jobs ----------------------------------------------------------------------------------
+
+    def create(self, job: TrainingJob, *, dry_run: bool = False) -> TrainingJob:
+        admitted = admit(job)
+        if not admitted.name:
+            raise ValueError("metadata.name: Required value: name the job (it names the local run)")
+        directory = RunDirectory(self.state_dir, admitted.name)
+        previous = directory.read()
+        if previous is not None and not previous.finished and previous.runner_alive():
+            raise JobExistsError(
+                f"job {admitted.name} is already running locally (runner pid {previous.runner_pid}); "
+                "delete it first or choose another metadata.name"
+            )
+        if dry_run:
+            return admitted
+        self._start(directory, job)
+        return self._job(self._record(directory), directory)
+
+    def get(self, kind: JobKind, namespace: str, name: str) -> TrainingJob:
+        directory = RunDirectory(self.state_dir, name)
+        record = directory.read()
+        job = None if record is None else self._job(record, directory)
+        if job is None or kind.kind != job.KIND or kind.api_version != job.API_VERSION:
+            raise JobNotFoundError(f"{kind.kind} {name} not found: no local run of it under {self.state_dir}")
+        return job
+
+    def list_jobs(
+        self, kind: JobKind | None, namespace: str | None, label_selector: str | None = None
+    ) -> list[TrainingJob]:
+        jobs = [self._job(r, RunDirectory(self.state_dir, r.name)) for r in list_runs(self.state_dir)]
+        return [
+            j
+            for j in jobs
+            if (kind is None or (kind.kind, kind.api_version) == (j.KIND, j.API_VERSION))
+            and matches(label_selector, j.metadata.labels or {})
+        ]
+
+    def patch(self, kind: JobKind, namespace: str, name: str, patch: Mapping[str, Any]) -> TrainingJob:
+        current = self.get(kind, namespace, name)
+        directory = RunDirectory(self.state_dir, name)
+        manifest = _merge(self._manifest(directory, current), patch)
+        changed = admit(parse_job(manifest, strict=True))
+        self._stop(directory)
+        self._start(directory, changed)
+        return self._job(self._record(directory), directory)
+
+    def scale(self, kind: JobKind, namespace: str, name: str, replicas: int) -> TrainingJob:
+        replica_type = kind.framework.scale_replica_type
+        if replica_type is None:
+            raise ValueError(f"{kind.kind} has no scale subresource; change its replicas with update_job")
+        current = self.get(kind, namespace, name)
+        field = current.replica_specs_path.removeprefix("spec.")
+        return self.patch(kind, namespace, name, {"spec": {field: {replica_type: {"replicas": replicas}}}})
+
+    def delete(self, kind: JobKind, namespace: str, name: str) -> None:
+        self.get(kind, namespace, name)
+        directory = RunDirectory(self.state_dir, name)
+        self._stop(directory)
+        shutil.rmtree(directory.root, ignore_errors=True)
+
+    # --- pods, logs, events --------------------------------------------------------------------
+
+    def pods(self, namespace: str, job_name: str, labels: Mapping[str, str]) -> list[Pod]:
+        directory = RunDirectory(self.state_dir, job_name)
+        record = directory.read()
+        if record is None:
+            return []
+        job = self._job(record, directory)
+        pods = [_pod(job, replica) for replica in record.replicas]
+        return [p for p in pods if all((p.metadata.labels or {}).get(k) == v for k, v in labels.items())]  # type: ignore[union-attr]
+
+    def logs(
+        self,
+        namespace: str,
+        job_name: str,
+        pods: list[str],
+        *,
+        container: str | None,
+        follow: bool,
+        tail_lines: int | None,
+    ) -> Iterator[LogLine]:
+        directory = RunDirectory(self.state_dir, job_name)
+        record = directory.read()
+        if record is None:
+            raise JobNotFoundError(f"no local run of job {job_name!r} under {self.state_dir}")
+        job = self._job(record, directory)
+        replica_of = {_pod_name(job, r): r.name for r in record.replicas}
+        unknown = [p for p in pods if p not in replica_of]
+        if unknown:
+            raise JobNotFoundError(
+                f"job {job_name} has no pod {unknown[0]!r}; it has: {', '.join(replica_of) or 'none yet'}"
+            )
+        yield from _follow_logs(directory, {p: replica_of[p] for p in pods}, follow, tail_lines)
+
+    def events(self, namespace: str, kind: str, job_name: str, pod_names: list[str]) -> list[JobEvent]:
+        record = RunDirectory(self.state_dir, job_name).read()
+        if record is None:
+            return []
+        return [
+            JobEvent(
+                type=e.get("type", ""),
+                reason=e.get("reason", ""),
+                message=e.get("message", ""),
+                involved=f"{kind}/{job_name}",
+            )
+            for e in record.events
+        ]
+
+    # --- the runner ----------------------------------------------------------------------------
+
+    def _start(self, directory: RunDirectory, job: TrainingJob) -> None:
+        directory.root.mkdir(parents=True, exist_ok=True)
+        manifest = directory.root / MANIFEST_FILE
+        wire = job.to_wire()
+        wire.pop("status", None)
+        manifest.write_text(yaml.safe_dump(wire, sort_keys=False), encoding="utf-8")
+        runner_log = directory.root / RUNNER_LOG_FILE
+        with runner_log.open("wb") as log:
+            child = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-c",
+                    _RUN_COMMAND,
+                    "run",
+                    str(manifest),
+                    "--state-dir",
+                    str(self.state_dir),
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.cwd,
+                start_new_session=True,  # Ctrl-C in the notebook or terminal must not stop the run
+            )
+        self._children[job.name] = child
+        deadline = time.monotonic() + RUNNER_START_TIMEOUT
+        while time.monotonic() < deadline:
+            record = directory.read()
+            if record is not None and record.runner_pid == child.pid:
+                return
+            if child.poll() is not None:
+                output = runner_log.read_text(encoding="utf-8", errors="replace").strip()
+                raise TrainingApiError(
+                    f"the local run of {job.name} did not start: {output or child.returncode}"
+                )
+            time.sleep(0.05)
+        raise TrainingApiError(
+            f"the local run of {job.name} did not report within {RUNNER_START_TIMEOUT:g}s; see {runner_log}"
+        )
+
+    def _stop(self, directory: RunDirectory) -> None:
+        """SIGTERM the runner (it stops its replicas and records the end) and wait for it."""
+        record = directory.read()
+        if record is None or record.finished or not record.runner_alive():
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(record.runner_pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_TIMEOUT
+        while record is not None and not record.finished and record.runner_alive():
+            child = self._children.get(record.name)
+            if child is not None:
+                child.poll()  # reap our own child, or it lingers as a zombie that looks alive
+            if time.monotonic() > deadline:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(record.runner_pid, signal.SIGKILL)
+                break
+            time.sleep(0.05)
+            record = directory.read()
+        child = self._children.pop(directory.root.name, None)
+        if child is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(5)
+
+    def _record(self, directory: RunDirectory) -> RunRecord:
+        record = directory.read()
+        if record is None:
+            raise JobNotFoundError(f"the local run under {directory.root} has no status")
+        return record
+
+    def _manifest(self, directory: RunDirectory, job: TrainingJob) -> dict[str, Any]:
+        path = directory.root / MANIFEST_FILE
+        if path.exists():
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+            if isinstance(loaded, dict):
+                return loaded
+        wire = job.to_wire()
+        wire.pop("status", None)
+        return wire
+
+    def _job(self, record: RunRecord, directory: RunDirectory) -> TrainingJob:
+        child = self._children.get(record.name)
+        if child is not None:
+            child.poll()
+        job = parse_job(record.job)
+        stopped = _stopped_condition(record)
+        if stopped is not None and not job.status.is_finished:
+            job = job.with_status(
+                job.status.model_copy(update={"conditions": [*job.status.conditions, stopped]})
+            )
+        return job
+
+
+def _merge(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch."""
+    if not isinstance(patch, Mapping):
+        return patch
+    merged = dict(target) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = _merge(merged.get(key), value)
+    return merged
+
+
+def _pod_name(job: TrainingJob, replica: ReplicaRecord) -> str:
+    return framework_for(job).pod_name(job, replica.replica_type, replica.index)
+
+
+_POD_PHASES = {"Pending", "Running", "Succeeded", "Failed"}
+
+
+def _pod(job: TrainingJob, replica: ReplicaRecord) -> Pod:
+    """What a pod of this replica would say: its name, labels, phase and restarts."""
+    framework = framework_for(job)
+    phase = replica.phase if replica.phase in _POD_PHASES else "Unknown"
+    return Pod(
+        metadata=ObjectMeta(
+            name=_pod_name(job, replica),
+            namespace=job.namespace,
+            labels=framework.replica_labels(job, replica.replica_type, replica.index),
+            annotations={"kubetrain.io/local-pid": str(replica.pid)} if replica.pid else None,
+        ),
+        status=PodStatus(
+            phase=phase,
+            containerStatuses=[
+                ContainerStatus(
+                    name=kind_of(job).default_container,
+                    image="",
+                    imageID="",
+                    ready=replica.phase == "Running",
+                    restartCount=replica.restarts,
+                )
+            ],
+        ),
+    )
+
+
+def _tail(path: Path, lines: int) -> tuple[list[str], int]:
+    """The last ``lines`` complete lines of ``path`` and the byte offset just after them."""
+    data = path.read_bytes()
+    complete = data[: data.rfind(b"\n") + 1]
+    text = complete.decode("utf-8", errors="replace")
+    kept = text.split("\n")[:-1][-lines:] if lines > 0 else []
+    return kept, len(complete)
+
+
+def _follow_logs(
+    directory: RunDirectory, replicas: Mapping[str, str], follow: bool, tail_lines: int | None
+) -> Iterator[LogLine]:
+    """Every line of each replica's log, in order per replica; following polls until the run ends."""
+    offsets = dict.fromkeys(replicas, 0)
+    partial = dict.fromkeys(replicas, "")
+    if tail_lines is not None:
+        for pod, replica in replicas.items():
+            path = directory.log_path(replica)
+            if path.exists():
+                lines, offsets[pod] = _tail(path, tail_lines)
+                for line in lines:
+                    yield LogLine(pod, line)
+    while True:
+        for pod, replica in replicas.items():
+            path = directory.log_path(replica)
+            if not path.exists():
+                continue
+            with path.open("r", encoding="utf-8", errors="replace") as handle:
+                handle.seek(offsets[pod])
+                chunk = handle.read()
+                offsets[pod] = handle.tell()
+            *complete, partial[pod] = (partial[pod] + chunk).split("\n")
+            for line in complete:
+                yield LogLine(pod, line)
+        if not follow:
+            break
+        current = directory.read()
+        if current is None or current.finished or current.stale:
+            follow = False  # one last read picks up whatever was written before the end
+            continue
+        time.sleep(FOLLOW_POLL)
+    for pod in replicas:
+        if partial[pod]:
+            yield LogLine(pod, partial[pod])

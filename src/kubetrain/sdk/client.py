@@ -1,0 +1,473 @@
+"""``TrainingClient``: upstream's ``kubeflow.training.TrainingClient`` (v1.9) over a cluster or local runs.
+
+Same method names, arguments and defaults as upstream (upstream-behaviour.md §7), typed returns (the
+``kubetrain.api`` models), and upstream's error vocabulary: ``ValueError`` for bad input, ``TimeoutError``
+when waiting runs out, ``RuntimeError`` (subclasses in ``kubetrain.sdk.errors``) when the backend fails.
+Deliberate differences: ``Suspended`` is a known condition, replica types are accepted in any case,
+``stream_job_logs`` yields ``(pod, line)`` pairs, and ``train()`` (LLM fine-tuning) is not provided.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from lightkube.resources.core_v1 import Pod
+
+from kubetrain.api.common import ConditionType, JobCondition
+from kubetrain.api.jobs import TrainingJob
+from kubetrain.api.manifest import parse_job
+from kubetrain.frameworks.labels import (
+    JOB_NAME_LABEL,
+    JOB_ROLE_LABEL,
+    REPLICA_INDEX_LABEL,
+    REPLICA_TYPE_LABEL,
+)
+from kubetrain.frameworks.registry import FRAMEWORKS
+from kubetrain.sdk.backends.base import Backend, JobEvent
+from kubetrain.sdk.errors import JobFailedError
+from kubetrain.sdk.functions import DEFAULT_PIP_INDEX_URL, EnvVars, FunctionJobRequest, build_job
+from kubetrain.sdk.kinds import JobKind, kind_of, resolve_kind
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT = 120
+KNOWN_CONDITIONS = frozenset(str(c) for c in ConditionType)
+"""Created, Running, Restarting, Succeeded, Suspended, Failed (upstream's set lacks Suspended)."""
+BACKENDS = ("kubernetes", "local")
+REPLICA_TYPES = frozenset(t.lower() for f in FRAMEWORKS for t in f.replica_types)
+
+JobLike = TrainingJob | Mapping[str, Any]
+
+
+class TrainingClient:
+    """Create, watch and delete training jobs on a Kubernetes cluster or as local runs.
+
+    Example::
+
+        client = TrainingClient(backend="local")
+        client.create_job(name="hello", train_func=train, num_workers=1)
+        client.wait_for_job_conditions("hello")
+        print(client.get_job_logs("hello")[0])
+    """
+
+    def __init__(
+        self,
+        config_file: str | None = None,
+        context: str | None = None,
+        client_configuration: Any = None,
+        namespace: str | None = None,
+        job_kind: str = "PyTorchJob",
+        backend: str = "kubernetes",
+        state_dir: str | Path | None = None,
+    ) -> None:
+        """``backend="kubernetes"`` loads ``config_file`` (or in-cluster config, ``$KUBECONFIG``,
+        ``~/.kube/config``); ``client_configuration`` may be a lightkube ``KubeConfig``. ``backend="local"``
+        runs jobs on this machine, recorded under ``state_dir`` (default ``$KUBETRAIN_STATE_DIR`` or
+        ``~/.local/state/kubetrain/runs``). ``namespace`` defaults to the kubeconfig context's, else
+        ``default``."""
+        self.job_kind = resolve_kind(job_kind)
+        self.backend: Backend
+        if backend == "local":
+            from kubetrain.sdk.backends.local import LocalBackend
+
+            self.backend = LocalBackend(Path(state_dir) if state_dir is not None else None)
+        elif backend == "kubernetes":
+            from kubetrain.sdk.backends.kubernetes import KubernetesBackend
+
+            self.backend = KubernetesBackend(config_file, context, client_configuration)
+        else:
+            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+        self.namespace = namespace or self.backend.default_namespace
+
+    # --- helpers -------------------------------------------------------------------------------
+
+    def _kind(self, job_kind: str | None) -> JobKind:
+        return self.job_kind if job_kind is None else resolve_kind(job_kind)
+
+    def _namespace(self, namespace: str | None) -> str:
+        return namespace or self.namespace
+
+    # --- create, read, update, delete ----------------------------------------------------------
+
+    def create_job(
+        self,
+        job: JobLike | None = None,
+        name: str | None = None,
+        namespace: str | None = None,
+        job_kind: str | None = None,
+        base_image: str | None = None,
+        train_func: Callable[..., Any] | None = None,
+        parameters: Mapping[str, Any] | None = None,
+        num_workers: int | None = 1,
+        num_procs_per_worker: int | str | None = None,
+        resources_per_worker: Mapping[str, Any] | None = None,
+        num_chief_replicas: int | None = None,
+        num_ps_replicas: int | None = None,
+        packages_to_install: Sequence[str] | None = None,
+        pip_index_url: str = DEFAULT_PIP_INDEX_URL,
+        env_vars: EnvVars | None = None,
+        dry_run: bool = False,
+    ) -> TrainingJob:
+        """Create a job from a full job object (a model or its wire dict), or a PyTorchJob / TFJob from
+        ``train_func`` (run with ``torchrun`` when ``num_workers > 1`` or ``num_procs_per_worker`` is set,
+        else ``python -u``) or from ``base_image``. Returns the created job (``dry_run``: what would be).
+
+        Raises ``ValueError`` for an invalid combination or job, ``RuntimeError`` when creation fails."""
+        if job is not None:
+            if any(v is not None for v in (name, base_image, train_func, parameters, job_kind)):
+                raise ValueError(
+                    "If job is set only namespace can be set besides it (not name, job_kind, ...)"
+                )
+            model = job if isinstance(job, TrainingJob) else parse_job(job, strict=True)
+        else:
+            if train_func is None and base_image is None:
+                raise ValueError("One of the following must be set: job, train_func or base_image")
+            model = build_job(
+                FunctionJobRequest(
+                    name=name or "",
+                    namespace=self._namespace(namespace),
+                    kind=self._kind(job_kind),
+                    base_image=base_image,
+                    train_func=train_func,
+                    parameters=parameters,
+                    num_workers=num_workers,
+                    num_procs_per_worker=num_procs_per_worker,
+                    resources_per_worker=resources_per_worker,
+                    num_chief_replicas=num_chief_replicas,
+                    num_ps_replicas=num_ps_replicas,
+                    packages_to_install=packages_to_install,
+                    pip_index_url=pip_index_url,
+                    env_vars=env_vars,
+                )
+            )
+        target = self._namespace(namespace or model.metadata.namespace)
+        model = model.model_copy(update={"metadata": model.metadata.model_copy(update={"namespace": target})})
+        created = self.backend.create(model, dry_run=dry_run)
+        log.info("%s %s/%s has been created", created.KIND, target, created.name)
+        return created
+
+    def get_job(
+        self,
+        name: str,
+        namespace: str | None = None,
+        job_kind: str | None = None,
+        timeout: int = DEFAULT_TIMEOUT,
+    ) -> TrainingJob:
+        return self.backend.get(self._kind(job_kind), self._namespace(namespace), name)
+
+    def list_jobs(
+        self,
+        namespace: str | None = None,
+        job_kind: str | None = None,
+        timeout: int = DEFAULT_TIMEOUT,
+        label_selector: str | None = None,
+        all_namespaces: bool = False,
+        all_kinds: bool = False,
+    ) -> list[TrainingJob]:
+        """Jobs of one kind in one namespace; ``all_kinds`` / ``all_namespaces`` widen that (extensions)."""
+        kind = None if all_kinds else self._kind(job_kind)
+        return self.backend.list_jobs(
+            kind, None if all_namespaces else self._namespace(namespace), label_selector
+        )
+
+    def update_job(
+        self, job: JobLike, name: str, namespace: str | None = None, job_kind: str | None = None
+    ) -> TrainingJob:
+        """A JSON merge patch of job ``name`` with ``job`` (a model, or any partial wire dict)."""
+        patch = job.to_wire() if isinstance(job, TrainingJob) else dict(job)
+        if isinstance(job, TrainingJob):
+            patch.pop("status", None)
+        return self.backend.patch(self._kind(job_kind), self._namespace(namespace), name, patch)
+
+    def delete_job(
+        self,
+        name: str,
+        namespace: str | None = None,
+        job_kind: str | None = None,
+        delete_options: Any = None,
+    ) -> None:
+        self.backend.delete(self._kind(job_kind), self._namespace(namespace), name)
+        log.info("%s %s/%s has been deleted", self._kind(job_kind), self._namespace(namespace), name)
+
+    def suspend_job(
+        self, name: str, namespace: str | None = None, job_kind: str | None = None
+    ) -> TrainingJob:
+        """Set ``runPolicy.suspend``: the job's pods are deleted and it holds (kubetrain extension)."""
+        patch = {"spec": {"runPolicy": {"suspend": True}}}
+        return self.backend.patch(self._kind(job_kind), self._namespace(namespace), name, patch)
+
+    def resume_job(self, name: str, namespace: str | None = None, job_kind: str | None = None) -> TrainingJob:
+        """Clear ``runPolicy.suspend``: the job's pods are created again (kubetrain extension)."""
+        patch = {"spec": {"runPolicy": {"suspend": False}}}
+        return self.backend.patch(self._kind(job_kind), self._namespace(namespace), name, patch)
+
+    def scale_job(
+        self, name: str, replicas: int, namespace: str | None = None, job_kind: str | None = None
+    ) -> TrainingJob:
+        """Set the replicas of the kind's scalable type (the CRD's scale subresource; kubetrain extension)."""
+        if replicas < 0:
+            raise ValueError(f"replicas must be 0 or more, got {replicas}")
+        return self.backend.scale(self._kind(job_kind), self._namespace(namespace), name, replicas)
+
+    # --- conditions ----------------------------------------------------------------------------
+
+    def get_job_conditions(
+        self,
+        name: str | None = None,
+        namespace: str | None = None,
+        job_kind: str | None = None,
+        job: TrainingJob | None = None,
+        timeout: int = DEFAULT_TIMEOUT,
+    ) -> list[JobCondition]:
+        if job is None:
+            if name is None:
+                raise ValueError("name or job must be set")
+            job = self.get_job(name, namespace, job_kind, timeout)
+        return list(job.status.conditions)
+
+    def _is(
+        self,
+        condition: ConditionType,
+        name: str | None,
+        namespace: str | None,
+        job_kind: str | None,
+        job: TrainingJob | None,
+        timeout: int,
+    ) -> bool:
+        if job is None:
+            if name is None:
+                raise ValueError("name or job must be set")
+            job = self.get_job(name, namespace, job_kind, timeout)
+        return job.status.is_true(condition)
+
+    def is_job_created(
+        self,
+        name: str | None = None,
+        namespace: str | None = None,
+        job_kind: str | None = None,
+        job: TrainingJob | None = None,
+        timeout: int = DEFAULT_TIMEOUT,
+    ) -> bool:
+        return self._is(ConditionType.CREATED, name, namespace, job_kind, job, timeout)
+
+    def is_job_running(
+        self,
+        name: str | None = None,
+        namespace: str | None = None,
+        job_kind: str | None = None,
+        job: TrainingJob | None = None,
+        timeout: int = DEFAULT_TIMEOUT,
+    ) -> bool:
+        return self._is(ConditionType.RUNNING, name, namespace, job_kind, job, timeout)
+
+    def is_job_restarting(
+        self,
+        name: str | None = None,
+        namespace: str | None = None,
+        job_kind: str | None = None,
+        job: TrainingJob | None = None,
+        timeout: int = DEFAULT_TIMEOUT,
+    ) -> bool:
+        return self._is(ConditionType.RESTARTING, name, namespace, job_kind, job, timeout)
+
+    def is_job_succeeded(
+        self,
+        name: str | None = None,
+        namespace: str | None = None,
+        job_kind: str | None = None,
+        job: TrainingJob | None = None,
+        timeout: int = DEFAULT_TIMEOUT,
+    ) -> bool:
+        return self._is(ConditionType.SUCCEEDED, name, namespace, job_kind, job, timeout)
+
+    def is_job_failed(
+        self,
+        name: str | None = None,
+        namespace: str | None = None,
+        job_kind: str | None = None,
+        job: TrainingJob | None = None,
+        timeout: int = DEFAULT_TIMEOUT,
+    ) -> bool:
+        return self._is(ConditionType.FAILED, name, namespace, job_kind, job, timeout)
+
+    def is_job_suspended(
+        self,
+        name: str | None = None,
+        namespace: str | None = None,
+        job_kind: str | None = None,
+        job: TrainingJob | None = None,
+        timeout: int = DEFAULT_TIMEOUT,
+    ) -> bool:
+        return self._is(ConditionType.SUSPENDED, name, namespace, job_kind, job, timeout)
+
+    def wait_for_job_conditions(
+        self,
+        name: str,
+        namespace: str | None = None,
+        job_kind: str | None = None,
+        expected_conditions: set[str] | frozenset[str] = frozenset({"Succeeded"}),
+        wait_timeout: float = 600,
+        polling_interval: float = 15,
+        callback: Callable[[TrainingJob], Any] | None = None,
+        timeout: int = DEFAULT_TIMEOUT,
+    ) -> TrainingJob:
+        """Poll until one of ``expected_conditions`` is True and return the job.
+
+        Raises ``ValueError`` for an unknown condition, ``JobFailedError`` (a ``RuntimeError``) with the
+        Failed condition's message when the job fails and Failed was not expected, ``TimeoutError`` after
+        ``wait_timeout`` seconds."""
+        unknown = set(expected_conditions) - KNOWN_CONDITIONS
+        if unknown or not expected_conditions:
+            raise ValueError(
+                f"Expected conditions: {sorted(expected_conditions)} must be a subset of "
+                f"{sorted(KNOWN_CONDITIONS)}"
+            )
+        if polling_interval <= 0:
+            raise ValueError(f"polling_interval must be positive, got {polling_interval}")
+        kind, target = self._kind(job_kind), self._namespace(namespace)
+        deadline = time.monotonic() + wait_timeout
+        while True:
+            job = self.get_job(name, target, kind.kind if job_kind is None else job_kind, timeout)
+            conditions = job.status.conditions
+            if conditions:
+                log.info("%s %s/%s: %s", kind, target, name, conditions[-1].type)
+            if callback is not None:
+                callback(job)
+            failed = job.status.condition(ConditionType.FAILED)
+            if job.status.is_true(ConditionType.FAILED) and "Failed" not in expected_conditions:
+                detail = (failed.message or failed.reason or "") if failed is not None else ""
+                raise JobFailedError(f"{kind} {target}/{name} failed: {detail}", job)
+            if any(job.status.is_true(ConditionType(c)) for c in expected_conditions):
+                return job
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(
+                    f"Timeout waiting for {kind}: {target}/{name} to reach expected conditions: "
+                    f"{sorted(expected_conditions)}"
+                )
+            time.sleep(min(polling_interval, remaining))
+
+    # --- pods, logs, events --------------------------------------------------------------------
+
+    def get_job_pods(
+        self,
+        name: str,
+        namespace: str | None = None,
+        is_master: bool = False,
+        replica_type: str | None = None,
+        replica_index: int | None = None,
+        timeout: int = DEFAULT_TIMEOUT,
+    ) -> list[Pod]:
+        """The job's pods (``lightkube`` Pod models), optionally only the master, one replica type (any case)
+        or one index."""
+        return self.backend.pods(
+            self._namespace(namespace), name, pod_labels(name, is_master, replica_type, replica_index)
+        )
+
+    def get_job_pod_names(
+        self,
+        name: str,
+        namespace: str | None = None,
+        is_master: bool = False,
+        replica_type: str | None = None,
+        replica_index: int | None = None,
+        timeout: int = DEFAULT_TIMEOUT,
+    ) -> list[str]:
+        pods = self.get_job_pods(name, namespace, is_master, replica_type, replica_index, timeout)
+        return [p.metadata.name for p in pods if p.metadata is not None and p.metadata.name]
+
+    def stream_job_logs(
+        self,
+        name: str,
+        namespace: str | None = None,
+        job_kind: str | None = None,
+        is_master: bool = False,
+        replica_type: str | None = None,
+        replica_index: int | None = None,
+        follow: bool = False,
+        tail_lines: int | None = None,
+        pod_wait_timeout: float = 600,
+    ) -> Iterator[tuple[str, str]]:
+        """``(pod name, line)`` for every selected pod (all of the job's by default). Following waits for the
+        job's pods to appear (up to ``pod_wait_timeout``) and streams every one until it finishes."""
+        target, kind = self._namespace(namespace), self._kind(job_kind)
+        labels = pod_labels(name, is_master, replica_type, replica_index)
+        pods = self._pod_names(target, name, labels)
+        deadline = time.monotonic() + pod_wait_timeout
+        while follow and not pods:
+            job = self.get_job(name, target, kind.kind)
+            if job.status.is_finished or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+            pods = self._pod_names(target, name, labels)
+        for entry in self.backend.logs(
+            target, name, pods, container=kind.default_container, follow=follow, tail_lines=tail_lines
+        ):
+            yield entry.pod, entry.line
+
+    def _pod_names(self, namespace: str, name: str, labels: Mapping[str, str]) -> list[str]:
+        pods = self.backend.pods(namespace, name, labels)
+        return [p.metadata.name for p in pods if p.metadata is not None and p.metadata.name]
+
+    def get_job_logs(
+        self,
+        name: str,
+        namespace: str | None = None,
+        job_kind: str | None = None,
+        is_master: bool = True,
+        replica_type: str | None = None,
+        replica_index: int | None = None,
+        follow: bool = False,
+        timeout: int = DEFAULT_TIMEOUT,
+        verbose: bool = False,
+        tail_lines: int | None = None,
+    ) -> tuple[dict[str, str], dict[str, str]]:
+        """Upstream's ``(logs by pod name, events by object)``. ``follow`` also prints each line as
+        ``[Pod <name>]: <line>`` while streaming, as upstream does; ``verbose`` collects the events."""
+        logs: dict[str, list[str]] = {}
+        for pod, line in self.stream_job_logs(
+            name, namespace, job_kind, is_master, replica_type, replica_index, follow, tail_lines
+        ):
+            logs.setdefault(pod, []).append(line)
+            if follow:
+                print(f"[Pod {pod}]: {line}")
+        events: dict[str, str] = {}
+        if verbose:
+            for event in self.get_job_events(name, namespace, job_kind):
+                when = event.last_seen.isoformat() if event.last_seen else ""
+                events[event.involved] = f"{events.get(event.involved, '')}{when} {event.message}\n"
+        return {pod: "\n".join(lines) + "\n" for pod, lines in logs.items()}, events
+
+    def get_job_events(
+        self, name: str, namespace: str | None = None, job_kind: str | None = None
+    ) -> list[JobEvent]:
+        """Events about the job and its pods, oldest first (kubetrain extension)."""
+        target, kind = self._namespace(namespace), self._kind(job_kind)
+        pods = self._pod_names(target, name, {JOB_NAME_LABEL: name})
+        return self.backend.events(target, kind.kind, name, pods)
+
+    def kind_of(self, job: TrainingJob) -> JobKind:
+        return kind_of(job)
+
+
+def pod_labels(
+    name: str, is_master: bool, replica_type: str | None, replica_index: int | None
+) -> dict[str, str]:
+    """Upstream's pod selector: job name, plus master role, replica type (any case here) and index."""
+    labels = {JOB_NAME_LABEL: name}
+    if is_master:
+        labels[JOB_ROLE_LABEL] = "master"
+    if replica_type is not None:
+        if replica_type.lower() not in REPLICA_TYPES:
+            raise ValueError(
+                f"replica_type {replica_type!r} is not a replica type; "
+                f"known: {', '.join(sorted(REPLICA_TYPES))}"
+            )
+        labels[REPLICA_TYPE_LABEL] = replica_type.lower()
+    if replica_index is not None:
+        labels[REPLICA_INDEX_LABEL] = str(replica_index)
+    return labels
