@@ -199,16 +199,18 @@ class Actor:
         body = {"gracePeriodSeconds": 0} if action.force else None
         if action.reason == "restart":
             self._job_metric(self._metrics.jobs_restarted, target)
-        outcome.deleted += await self._delete(
+        deleted = await self._delete(
             self._pods_key(target, action.replica_type), path, target, "Pod", name, body
         )
+        outcome.deleted += deleted
 
     async def _delete_service(self, target: Target, action: DeleteService, outcome: Outcome) -> None:
         name = target.framework.pod_name(target.job, action.replica_type, action.index)
         path = f"/api/v1/namespaces/{target.job.namespace}/services/{name}"
-        outcome.deleted += await self._delete(
+        deleted = await self._delete(
             self._services_key(target, action.replica_type), path, target, "Service", name
         )
+        outcome.deleted += deleted
 
     async def _delete(
         self, key: str, path: str, target: Target, kind: str, name: str, body: dict[str, Any] | None = None

@@ -142,11 +142,11 @@ def wait_pods(
 ) -> list[KubeObject]:
     """Wait until exactly the pods ``expected`` exist (none terminating)."""
 
-    def probe() -> list[KubeObject] | None:
+    def probe() -> tuple[list[KubeObject]] | None:
         current = [p for p in pods(api, namespace) if not p["metadata"].get("deletionTimestamp")]
-        return current if names(current) == sorted(expected) else None
+        return (current,) if names(current) == sorted(expected) else None  # a tuple: [] is an answer too
 
-    return eventually(probe, timeout, f"pods {sorted(expected)} in {namespace}")
+    return eventually(probe, timeout, f"pods {sorted(expected)} in {namespace}")[0]
 
 
 def pod(api: KubeApi, namespace: str, name: str) -> KubeObject:

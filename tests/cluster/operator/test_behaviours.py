@@ -1,0 +1,227 @@
+"""The run policies and restart rules on a real API server, with the operator as a real process."""
+
+from __future__ import annotations
+
+import pytest
+from operator_support import (
+    StartOperator,
+    condition_true,
+    create_job,
+    env_of,
+    events,
+    eventually,
+    get_job,
+    gone,
+    job_path,
+    pod,
+    pods,
+    pytorch_job,
+    wait_condition,
+    wait_pods,
+)
+
+from kubetrain.envtest.kubeapi import KubeApi, KubeObject
+from kubetrain.envtest.poddriver import PodDriver
+
+pytestmark = pytest.mark.cluster
+
+ALL_PODS = ["j-master-0", "j-worker-0", "j-worker-1"]
+
+
+def uid(api: KubeApi, namespace: str, name: str) -> str:
+    return str(pod(api, namespace, name)["metadata"]["uid"])
+
+
+def recreated(api: KubeApi, namespace: str, name: str, old_uid: str) -> bool:
+    current = [p for p in pods(api, namespace) if p["metadata"]["name"] == name]
+    return (
+        bool(current)
+        and current[0]["metadata"]["uid"] != old_uid
+        and not current[0]["metadata"].get("deletionTimestamp")
+    )
+
+
+def test_a_failed_on_failure_pod_is_recreated_and_the_job_is_restarting(
+    kube_api: KubeApi, namespace: str, pod_driver: PodDriver, start_operator: StartOperator
+) -> None:
+    start_operator()
+    create_job(kube_api, namespace, pytorch_job("j", restart_policy="OnFailure"))
+    wait_pods(kube_api, namespace, ALL_PODS)
+    before = uid(kube_api, namespace, "j-worker-0")
+    pod_driver.fail((namespace, "j-worker-0"), exit_code=1)
+    wait_condition(kube_api, "PyTorchJob", namespace, "j", "Restarting")
+    eventually(lambda: recreated(kube_api, namespace, "j-worker-0", before), what="worker-0 recreated")
+    assert events(kube_api, namespace, "SuccessfulDeletePod")
+
+
+def test_exit_code_policy_retries_a_signal_and_fails_the_job_on_a_program_error(
+    kube_api: KubeApi, namespace: str, pod_driver: PodDriver, start_operator: StartOperator
+) -> None:
+    start_operator()
+    create_job(kube_api, namespace, pytorch_job("j", restart_policy="ExitCode"))
+    wait_pods(kube_api, namespace, ALL_PODS)
+    assert pod(kube_api, namespace, "j-worker-0")["spec"]["restartPolicy"] == "Never"
+    before = uid(kube_api, namespace, "j-worker-0")
+    pod_driver.fail((namespace, "j-worker-0"), exit_code=137)
+    eventually(
+        lambda: recreated(kube_api, namespace, "j-worker-0", before), what="worker-0 recreated after 137"
+    )
+    pod_driver.fail((namespace, "j-worker-1"), exit_code=1)
+    failed = wait_condition(kube_api, "PyTorchJob", namespace, "j", "Failed")
+    assert failed["status"]["conditions"][-1]["type"] == "Failed"
+
+
+def test_backoff_limit_fails_the_job_once_restarts_exceed_it(
+    kube_api: KubeApi, namespace: str, pod_driver: PodDriver, start_operator: StartOperator
+) -> None:
+    start_operator()
+    create_job(kube_api, namespace, pytorch_job("j", restart_policy="OnFailure", backoffLimit=1))
+    wait_pods(kube_api, namespace, ALL_PODS)
+    for name in ALL_PODS:
+        pod_driver.run((namespace, name))
+    pod_driver.restart((namespace, "j-worker-0"))
+    pod_driver.restart((namespace, "j-worker-0"))
+    failed = wait_condition(kube_api, "PyTorchJob", namespace, "j", "Failed")
+    assert "backoff limit" in failed["status"]["conditions"][-1]["message"]
+    eventually(lambda: not pods(kube_api, namespace), what="every pod deleted after the backoff failure")
+
+
+def test_active_deadline_fails_a_quiet_job_on_time_without_any_event(
+    kube_api: KubeApi, namespace: str, pod_driver: PodDriver, start_operator: StartOperator
+) -> None:
+    start_operator()
+    create_job(kube_api, namespace, pytorch_job("j", activeDeadlineSeconds=3))
+    wait_pods(kube_api, namespace, ALL_PODS)
+    for name in ALL_PODS:
+        pod_driver.run((namespace, name))
+    failed = wait_condition(kube_api, "PyTorchJob", namespace, "j", "Failed", timeout=15)
+    assert "deadline" in failed["status"]["conditions"][-1]["message"]
+
+
+def test_ttl_after_finished_deletes_the_job(
+    kube_api: KubeApi, namespace: str, pod_driver: PodDriver, start_operator: StartOperator
+) -> None:
+    start_operator()
+    create_job(kube_api, namespace, pytorch_job("j", workers=1, ttlSecondsAfterFinished=2))
+    wait_pods(kube_api, namespace, ["j-master-0", "j-worker-0"])
+    pod_driver.succeed((namespace, "j-master-0"))
+    wait_condition(kube_api, "PyTorchJob", namespace, "j", "Succeeded")
+    eventually(lambda: gone(kube_api, job_path("PyTorchJob", namespace, "j")), timeout=15, what="job deleted")
+
+
+def test_clean_pod_policy_running_deletes_running_pods_when_the_job_succeeds(
+    kube_api: KubeApi, namespace: str, pod_driver: PodDriver, start_operator: StartOperator
+) -> None:
+    start_operator()
+    create_job(kube_api, namespace, pytorch_job("j", cleanPodPolicy="Running"))
+    wait_pods(kube_api, namespace, ALL_PODS)
+    for name in ALL_PODS:
+        pod_driver.run((namespace, name))
+    pod_driver.succeed((namespace, "j-master-0"))
+    wait_condition(kube_api, "PyTorchJob", namespace, "j", "Succeeded")
+    wait_pods(kube_api, namespace, ["j-master-0"])
+
+
+def test_a_suspended_job_has_no_pods_and_resuming_creates_them(
+    kube_api: KubeApi, namespace: str, start_operator: StartOperator
+) -> None:
+    start_operator()
+    create_job(kube_api, namespace, pytorch_job("j", suspend=True))
+    suspended = wait_condition(kube_api, "PyTorchJob", namespace, "j", "Suspended")
+    assert suspended["status"]["conditions"][-1]["reason"] == "PyTorchJobSuspended"
+    assert not pods(kube_api, namespace)
+    kube_api.patch(job_path("PyTorchJob", namespace, "j"), {"spec": {"runPolicy": {"suspend": False}}})
+    wait_pods(kube_api, namespace, ALL_PODS)
+
+    def resumed() -> KubeObject | None:
+        job = get_job(kube_api, "PyTorchJob", namespace, "j")
+        return None if condition_true(job, "Suspended") else job
+
+    job = eventually(resumed, what="Suspended=False")
+    suspended_condition = next(c for c in job["status"]["conditions"] if c["type"] == "Suspended")
+    assert suspended_condition["reason"] == "PyTorchJobResumed"
+
+
+def test_suspending_a_running_job_deletes_its_pods_and_services(
+    kube_api: KubeApi, namespace: str, pod_driver: PodDriver, start_operator: StartOperator
+) -> None:
+    start_operator()
+    create_job(kube_api, namespace, pytorch_job("j"))
+    wait_pods(kube_api, namespace, ALL_PODS)
+    kube_api.patch(job_path("PyTorchJob", namespace, "j"), {"spec": {"runPolicy": {"suspend": True}}})
+    wait_condition(kube_api, "PyTorchJob", namespace, "j", "Suspended")
+    wait_pods(kube_api, namespace, [])
+    eventually(
+        lambda: not kube_api.get(f"/api/v1/namespaces/{namespace}/services")["items"], what="no services"
+    )
+
+
+def test_a_job_managed_by_another_controller_is_left_alone(
+    kube_api: KubeApi, namespace: str, start_operator: StartOperator
+) -> None:
+    operator = start_operator()
+    create_job(kube_api, namespace, pytorch_job("other", managedBy="kueue.x-k8s.io/multikueue"))
+    create_job(kube_api, namespace, pytorch_job("ours"))
+    wait_pods(kube_api, namespace, ["ours-master-0", "ours-worker-0", "ours-worker-1"])
+    eventually(lambda: '"job": "' + namespace + '/other"' in operator.log, what="the other job reconciled")
+    assert not get_job(kube_api, "PyTorchJob", namespace, "other").get("status")
+    assert not [p for p in pods(kube_api, namespace) if p["metadata"]["name"].startswith("other")]
+
+
+def test_scaling_through_the_scale_subresource_adds_a_worker_with_the_new_world_size(
+    kube_api: KubeApi, namespace: str, start_operator: StartOperator
+) -> None:
+    start_operator()
+    create_job(kube_api, namespace, pytorch_job("j"))
+    wait_pods(kube_api, namespace, ALL_PODS)
+    kube_api.patch(job_path("PyTorchJob", namespace, "j") + "/scale", {"spec": {"replicas": 3}})
+    wait_pods(kube_api, namespace, [*ALL_PODS, "j-worker-2"])
+    env = env_of(pod(kube_api, namespace, "j-worker-2"), "pytorch")
+    assert (env["WORLD_SIZE"], env["RANK"]) == ("4", "3")
+    kube_api.patch(job_path("PyTorchJob", namespace, "j") + "/scale", {"spec": {"replicas": 1}})
+    wait_pods(kube_api, namespace, ["j-master-0", "j-worker-0"])
+
+
+def test_a_pod_deleted_by_hand_is_recreated(
+    kube_api: KubeApi, namespace: str, start_operator: StartOperator
+) -> None:
+    start_operator()
+    create_job(kube_api, namespace, pytorch_job("j"))
+    wait_pods(kube_api, namespace, ALL_PODS)
+    before = uid(kube_api, namespace, "j-worker-1")
+    kube_api.delete(f"/api/v1/namespaces/{namespace}/pods/j-worker-1", {"gracePeriodSeconds": 0})
+    eventually(lambda: recreated(kube_api, namespace, "j-worker-1", before), what="worker-1 recreated")
+
+
+def test_every_child_action_is_reported_as_an_event_from_the_controller(
+    kube_api: KubeApi, namespace: str, start_operator: StartOperator
+) -> None:
+    start_operator()
+    create_job(kube_api, namespace, pytorch_job("j"))
+    wait_pods(kube_api, namespace, ALL_PODS)
+
+    def three_created() -> list[KubeObject] | None:
+        found = events(kube_api, namespace, "SuccessfulCreatePod")
+        return found if len(found) == 3 else None
+
+    created = eventually(three_created, what="three SuccessfulCreatePod events")
+    assert {e["source"]["component"] for e in created} == {"pytorchjob-controller"}
+    assert {e["involvedObject"]["kind"] for e in created} == {"PyTorchJob"}
+    assert sorted(e["message"] for e in created) == [f"Created pod: {name}" for name in ALL_PODS]
+    assert eventually(
+        lambda: events(kube_api, namespace, "PyTorchJobCreated"), what="PyTorchJobCreated event"
+    )
+
+
+@pytest.mark.slow
+def test_a_pod_stuck_terminating_on_a_lost_node_is_force_deleted_and_replaced(
+    kube_api: KubeApi, namespace: str, pod_driver: PodDriver, start_operator: StartOperator
+) -> None:
+    start_operator()
+    create_job(kube_api, namespace, pytorch_job("j", restart_policy="OnFailure"))
+    wait_pods(kube_api, namespace, ALL_PODS)
+    before = uid(kube_api, namespace, "j-worker-0")
+    pod_driver.lose_node((namespace, "j-worker-0"))
+    kube_api.delete(f"/api/v1/namespaces/{namespace}/pods/j-worker-0", {"gracePeriodSeconds": 1})
+    assert pod(kube_api, namespace, "j-worker-0")["metadata"].get("deletionTimestamp")
+    eventually(lambda: recreated(kube_api, namespace, "j-worker-0", before), timeout=90, what="replacement")
