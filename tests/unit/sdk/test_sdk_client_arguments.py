@@ -1,0 +1,43 @@
+"""Arguments TrainingClient rejects before touching any backend, with upstream's ValueError."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kubetrain.sdk import TrainingClient
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> TrainingClient:
+    return TrainingClient(backend="local", state_dir=tmp_path)
+
+
+def test_expected_conditions_must_be_known_conditions(client: TrainingClient) -> None:
+    with pytest.raises(ValueError, match="must be a subset of"):
+        client.wait_for_job_conditions("j", expected_conditions={"Done"})
+
+
+def test_an_unknown_backend_is_a_value_error_naming_the_backends(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="kubernetes, local"):
+        TrainingClient(backend="slurm")
+
+
+def test_an_unknown_default_kind_is_a_value_error(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unknown job kind"):
+        TrainingClient(backend="local", state_dir=tmp_path, job_kind="SparkJob")
+
+
+def test_a_job_object_cannot_be_combined_with_a_function(client: TrainingClient) -> None:
+    with pytest.raises(ValueError, match="only namespace"):
+        client.create_job({"kind": "PyTorchJob"}, train_func=print)
+
+
+def test_create_needs_a_job_a_function_or_an_image(client: TrainingClient) -> None:
+    with pytest.raises(ValueError, match="job, train_func or base_image"):
+        client.create_job(name="nothing")
+
+
+def test_local_runs_live_in_the_default_namespace(client: TrainingClient) -> None:
+    assert client.namespace == "default"
