@@ -132,7 +132,9 @@ def test_a_failing_job_raises_with_the_failed_conditions_message(
     pod_driver.fail((namespace, "bad-master-0"), exit_code=3)
     with pytest.raises(JobFailedError, match=r"bad failed: .*Master replica") as info:
         wait(client, "bad", "Succeeded")
-    assert client.get_job_conditions("bad")[-1].message in str(info.value)
+    failed = client.get_job_conditions("bad")[-1]
+    assert failed.message is not None
+    assert failed.message in str(info.value)
 
 
 def test_a_function_job_becomes_a_bash_command_in_the_pods(
