@@ -1,0 +1,168 @@
+"""The install manifests: the standalone overlay applies server-side, the ClusterRole grants exactly the
+operator's calls with no wildcards, and the operator does a job's whole life as that ServiceAccount."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from operator_support import (
+    StartOperator,
+    create_job,
+    eventually,
+    gone,
+    job_path,
+    pytorch_job,
+    wait_condition,
+    wait_pods,
+)
+
+from kubetrain.envtest import binaries
+from kubetrain.envtest.kubeapi import KubeApi
+from kubetrain.envtest.poddriver import PodDriver
+from kubetrain.envtest.pytest_plugin import EnvtestCluster
+
+pytestmark = pytest.mark.cluster
+
+ROOT = Path(__file__).resolve().parents[3]
+OVERLAY = ROOT / "manifests" / "overlays" / "standalone"
+SERVICE_ACCOUNT = "system:serviceaccount:kubeflow:training-operator"
+
+
+def kubectl(envtest: EnvtestCluster, *args: str) -> str:
+    command = [str(binaries.locate().kubectl), "--kubeconfig", str(envtest.kubeconfig), *args]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, f"kubectl {' '.join(args)} failed:\n{done.stderr}"
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def installed(envtest: EnvtestCluster, job_crds: list[str]) -> str:
+    return kubectl(envtest, "apply", "--server-side", "--force-conflicts", "-k", str(OVERLAY))
+
+
+def test_the_standalone_overlay_applies_server_side(installed: str, kube_api: KubeApi) -> None:
+    assert "deployment.apps/training-operator serverside-applied" in installed
+    deployment = kube_api.get("/apis/apps/v1/namespaces/kubeflow/deployments/training-operator")
+    assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == "training-operator"
+    assert (
+        kube_api.get("/api/v1/namespaces/kubeflow/services/training-operator")["spec"]["ports"][0]["port"]
+        == 8080
+    )
+
+
+def test_the_cluster_role_lists_verbs_and_resources_without_wildcards(
+    installed: str, kube_api: KubeApi
+) -> None:
+    role = kube_api.get("/apis/rbac.authorization.k8s.io/v1/clusterroles/training-operator")
+    for rule in role["rules"]:
+        for field in ("apiGroups", "resources", "verbs"):
+            assert "*" not in rule[field], f"wildcard in {field} of {rule}"
+
+
+def allowed(api: KubeApi, verb: str, resource: str) -> bool:
+    """Ask the API server (SubjectAccessReview) whether the ServiceAccount may; ``resource`` reads
+    ``<plural>[.<group>][/<subresource>]``."""
+    name, _, subresource = resource.partition("/")
+    plural, _, group = name.partition(".")
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": {
+            "user": SERVICE_ACCOUNT,
+            "groups": ["system:serviceaccounts", "system:serviceaccounts:kubeflow", "system:authenticated"],
+            "resourceAttributes": {
+                "namespace": "default",
+                "verb": verb,
+                "group": group,
+                "resource": plural,
+                "subresource": subresource,
+            },
+        },
+    }
+    answer = api.create("/apis/authorization.k8s.io/v1/subjectaccessreviews", review)
+    return bool(answer["status"].get("allowed"))
+
+
+@pytest.mark.parametrize(
+    ("verb", "resource"),
+    [
+        ("list", "pods"),
+        ("watch", "pods"),
+        ("create", "pods"),
+        ("delete", "pods"),
+        ("create", "services"),
+        ("delete", "services"),
+        ("create", "events"),
+        ("watch", "tfjobs.kubeflow.org"),
+        ("delete", "pytorchjobs.kubeflow.org"),
+        ("update", "pytorchjobs.kubeflow.org/status"),
+        ("update", "jaxjobs.kubeflow.org/finalizers"),
+        ("update", "leases.coordination.k8s.io"),
+        ("create", "podgroups.scheduling.volcano.sh"),
+        ("update", "podgroups.scheduling.x-k8s.io"),
+        ("update", "horizontalpodautoscalers.autoscaling"),
+    ],
+)
+def test_the_service_account_may_make_each_call_the_operator_makes(
+    installed: str, kube_api: KubeApi, verb: str, resource: str
+) -> None:
+    assert allowed(kube_api, verb, resource)
+
+
+@pytest.mark.parametrize(
+    ("verb", "resource"),
+    [("get", "secrets"), ("patch", "pods"), ("update", "pytorchjobs.kubeflow.org"), ("create", "pods/exec")],
+)
+def test_the_service_account_may_not_do_more(
+    installed: str, kube_api: KubeApi, verb: str, resource: str
+) -> None:
+    assert not allowed(kube_api, verb, resource)
+
+
+def service_account_kubeconfig(envtest: EnvtestCluster, directory: Path) -> Path:
+    token = kubectl(
+        envtest, "-n", "kubeflow", "create", "token", "training-operator", "--duration", "1h"
+    ).strip()
+    admin: dict[str, Any] = yaml.safe_load(envtest.kubeconfig.read_text())
+    cluster = admin["clusters"][0]
+    ca = cluster["cluster"].get("certificate-authority")
+    if ca and not Path(ca).is_absolute():
+        cluster["cluster"]["certificate-authority"] = str((envtest.kubeconfig.parent / ca).resolve())
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [cluster],
+        "users": [{"name": "training-operator", "user": {"token": token}}],
+        "contexts": [{"name": "sa", "context": {"cluster": cluster["name"], "user": "training-operator"}}],
+        "current-context": "sa",
+    }
+    path = directory / "service-account.kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def test_the_operator_runs_a_job_to_ttl_deletion_as_its_service_account(
+    installed: str,
+    envtest: EnvtestCluster,
+    kube_api: KubeApi,
+    namespace: str,
+    pod_driver: PodDriver,
+    start_operator: StartOperator,
+    tmp_path: Path,
+) -> None:
+    kubeconfig = service_account_kubeconfig(envtest, tmp_path)
+    start_operator(
+        "--kubeconfig", str(kubeconfig), "--leader-elect", "--leader-election-namespace", namespace
+    )
+    create_job(kube_api, namespace, pytorch_job("j", workers=1, ttlSecondsAfterFinished=1))
+    wait_pods(kube_api, namespace, ["j-master-0", "j-worker-0"])
+    pod_driver.run((namespace, "j-master-0"))
+    pod_driver.succeed((namespace, "j-master-0"))
+    wait_condition(kube_api, "PyTorchJob", namespace, "j", "Succeeded")
+    eventually(
+        lambda: gone(kube_api, job_path("PyTorchJob", namespace, "j")), timeout=15, what="TTL deletion"
+    )
