@@ -21,6 +21,8 @@ from kubetrain.kube.runtime.store import ObjectChange, Store
 
 from .fakes import FakeClock, settle
 
+SILENCE_LIMIT = ReflectorSettings().inactivity_timeout
+
 Step = WatchEvent | Exception | Callable[[], object] | Literal["end"]
 """An event to send, an error to raise, something to do to the cluster, or the end of the stream."""
 
@@ -177,7 +179,7 @@ async def test_a_re_list_reports_objects_deleted_while_the_watch_was_broken() ->
 async def test_a_silent_watch_is_re_listed_after_the_inactivity_timeout() -> None:
     source = ScriptedListWatch([])
     async with running(Harness(source)) as harness:
-        await harness.clock.advance(149)
+        await harness.clock.advance(SILENCE_LIMIT - 1)
         assert harness.reflector.lists == 1
         await harness.clock.advance(1)
         assert harness.reflector.lists == 2
@@ -198,12 +200,12 @@ async def test_events_and_bookmarks_keep_a_watch_alive() -> None:
     source.watch = slow_watch  # type: ignore[method-assign]
     async with running(Harness(source)) as harness:
         for release in releases:
-            await harness.clock.advance(100)
+            await harness.clock.advance(SILENCE_LIMIT - 10)  # never silent for the whole limit
             release.set()
             await settle()
-        await harness.clock.advance(100)
+        await harness.clock.advance(SILENCE_LIMIT - 10)
         assert harness.reflector.lists == 1
-        await harness.clock.advance(50)
+        await harness.clock.advance(10)
         assert harness.reflector.lists == 2
 
 
