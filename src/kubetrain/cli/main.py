@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from kubetrain import __version__
-from kubetrain.cli import local_commands, manifests, operator, plan, run
+from kubetrain.cli import describe, get, logs, manage, manifests, operator, plan, run, submit, wait
 from kubetrain.cli.envtest import app as envtest_app
 
 app = typer.Typer(
@@ -34,7 +34,14 @@ def version() -> None:
 app.command("plan")(plan.plan)
 app.command("run")(run.run_command)
 app.command("operator")(operator.operator)
-app.command("get")(local_commands.get)
-app.command("logs")(local_commands.logs)
+app.command("submit")(submit.submit)
+app.command("get")(get.get)
+app.command("describe")(describe.describe)
+app.command("logs")(logs.logs)
+app.command("wait")(wait.wait)
+app.command("delete")(manage.delete)
+app.command("suspend")(manage.suspend)
+app.command("resume")(manage.resume)
+app.command("scale")(manage.scale)
 app.add_typer(envtest_app)
 app.add_typer(manifests.app)

@@ -70,6 +70,7 @@ class TrainingClient:
         ``~/.local/state/kubetrain/runs``). ``namespace`` defaults to the kubeconfig context's, else
         ``default``."""
         self.job_kind = resolve_kind(job_kind)
+        self.backend_name = backend
         self.backend: Backend
         if backend == "local":
             from kubetrain.sdk.backends.local import LocalBackend

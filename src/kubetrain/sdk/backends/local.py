@@ -274,6 +274,12 @@ class LocalBackend:
         if child is not None:
             child.poll()
         job = parse_job(record.job)
+        if job.metadata.creation_timestamp is None:
+            # A run is "created" when its runner started; `get` shows its AGE from this.
+            created = datetime.fromtimestamp(record.runner_started_at, UTC)
+            job = job.model_copy(
+                update={"metadata": job.metadata.model_copy(update={"creation_timestamp": created})}
+            )
         stopped = _stopped_condition(record)
         if stopped is not None and not job.status.is_finished:
             job = job.with_status(

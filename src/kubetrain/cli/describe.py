@@ -1,0 +1,50 @@
+"""``kubetrain describe KIND NAME``: a job's spec summary, replicas, pods, conditions and recent Events."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import typer
+
+from kubetrain.cli import tables
+from kubetrain.cli.jobs import (
+    ContextOption,
+    KubeconfigOption,
+    LocalOption,
+    NamespaceOption,
+    StateDirOption,
+    Target,
+    find_job,
+    kind_name,
+    reported_errors,
+    split_kind_and_name,
+)
+
+
+def describe(
+    kind_or_name: str = typer.Argument(
+        ..., metavar="KIND", help="The job's kind (or KIND/NAME, or just NAME)."
+    ),
+    name: str | None = typer.Argument(None, metavar="[NAME]", help="The job's name."),
+    namespace: str | None = NamespaceOption,
+    local: bool = LocalOption,
+    state_dir: Path | None = StateDirOption,
+    kubeconfig: Path | None = KubeconfigOption,
+    context: str | None = ContextOption,
+) -> None:
+    """Show one job in detail: run policy, replicas, pods, conditions and recent events.
+
+    Example: kubetrain describe pytorchjob mnist -n team-a
+
+    Example: kubetrain describe --local pytorchjob/hello
+    """
+    with reported_errors():
+        kind, job_name = split_kind_and_name(kind_or_name, name)
+        if job_name is None:
+            raise ValueError("name the job: kubetrain describe KIND NAME")
+        client = Target(local, state_dir, kubeconfig, context, namespace).client()
+        job = find_job(client, kind, job_name)
+        pods = client.get_job_pods(job.name, job.namespace)
+        events = client.get_job_events(job.name, job.namespace, kind_name(client.kind_of(job)))
+        typer.echo(tables.describe(job, pods, events, datetime.now(UTC)))

@@ -1,0 +1,146 @@
+"""``kubetrain get [KIND] [NAME]``: jobs as a table (the CRD's printer columns plus replicas and restarts), or
+as YAML, JSON or names; ``-w`` keeps printing rows as they change."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from kubetrain.api.jobs import TrainingJob
+from kubetrain.cli import tables
+from kubetrain.cli.jobs import (
+    ContextOption,
+    KubeconfigOption,
+    LocalOption,
+    NamespaceOption,
+    StateDirOption,
+    Target,
+    console,
+    find_job,
+    kind_name,
+    reported_errors,
+    split_kind_and_name,
+)
+from kubetrain.cli.output import to_json, to_yaml
+from kubetrain.sdk import TrainingClient
+from kubetrain.sdk.kinds import JobKind
+
+WATCH_INTERVAL = 1.0
+
+
+class Output(StrEnum):
+    TABLE = "table"
+    WIDE = "wide"
+    YAML = "yaml"
+    JSON = "json"
+    NAME = "name"
+
+
+def _jobs(
+    client: TrainingClient, kind: JobKind | None, name: str | None, all_namespaces: bool, selector: str | None
+) -> list[TrainingJob]:
+    if name is not None:
+        return [find_job(client, kind, name)]
+    return client.list_jobs(
+        job_kind=kind_name(kind) if kind else None,
+        all_kinds=kind is None,
+        all_namespaces=all_namespaces,
+        label_selector=selector,
+    )
+
+
+def _rows(client: TrainingClient, jobs: list[TrainingJob]) -> list[tables.JobRow]:
+    now = datetime.now(UTC)
+    return [tables.job_row(job, client.get_job_pods(job.name, job.namespace), now) for job in jobs]
+
+
+def _print_table(rows: list[tables.JobRow], header: list[str], with_header: bool) -> None:
+    table = Table(box=None, pad_edge=False, show_header=with_header, header_style="bold")
+    for column in header:
+        table.add_column(column, no_wrap=True)
+    for row in rows:
+        table.add_row(*tables.cells(row, header))
+    console().print(table)
+
+
+def _wire(job: TrainingJob) -> dict[str, object]:
+    return job.to_wire()
+
+
+def get(
+    kind_or_name: str | None = typer.Argument(
+        None,
+        metavar="[KIND]",
+        help="pytorchjob(s), tfjob, pytorch, ... or KIND/NAME; every kind when omitted.",
+    ),
+    name: str | None = typer.Argument(None, metavar="[NAME]", help="One job; all jobs when omitted."),
+    namespace: str | None = NamespaceOption,
+    all_namespaces: bool = typer.Option(False, "--all-namespaces", "-A", help="Jobs of every namespace."),
+    output: Output = typer.Option(Output.TABLE, "--output", "-o", help="table, wide, yaml, json or name."),
+    selector: str | None = typer.Option(None, "--selector", "-l", help="Label selector: a=b,c!=d,e,!f."),
+    watch: bool = typer.Option(
+        False, "--watch", "-w", help="After listing, print a row whenever a job changes."
+    ),
+    local: bool = LocalOption,
+    state_dir: Path | None = StateDirOption,
+    kubeconfig: Path | None = KubeconfigOption,
+    context: str | None = ContextOption,
+) -> None:
+    """Show jobs: NAME, STATE and AGE (the CRDs' printer columns), REPLICAS (active/desired) and RESTARTS.
+
+    Example: kubetrain get pytorchjobs -n team-a
+
+    Example: kubetrain get --local
+
+    Example: kubetrain get tfjob mnist -o yaml
+    """
+    with reported_errors():
+        kind, job_name = split_kind_and_name(kind_or_name, name)
+        client = Target(local, state_dir, kubeconfig, context, namespace).client()
+        jobs = _jobs(client, kind, job_name, all_namespaces, selector)
+        if output in (Output.YAML, Output.JSON):
+            wires = [_wire(j) for j in jobs]
+            data: object = (
+                wires[0] if job_name is not None else {"apiVersion": "v1", "kind": "List", "items": wires}
+            )
+            typer.echo(to_json(data) if output is Output.JSON else to_yaml([data]), nl=output is Output.JSON)
+            return
+        if output is Output.NAME:
+            for job in jobs:
+                typer.echo(tables.qualified_name(job))
+            return
+        header = tables.columns(
+            all_namespaces=all_namespaces and not local,
+            several_kinds=kind is None,
+            wide=output is Output.WIDE,
+        )
+        rows = _rows(client, jobs)
+        if not rows and not watch:
+            where = (
+                "local runs"
+                if local
+                else f"namespace {client.namespace}"
+                if not all_namespaces
+                else "any namespace"
+            )
+            typer.echo(f"No jobs found in {where}.", err=True)
+            return
+        _print_table(rows, header, with_header=True)
+        seen = {(r.namespace, r.kind, r.name): r for r in rows}
+        while watch:
+            time.sleep(WATCH_INTERVAL)
+            for row in _rows(client, _jobs(client, kind, job_name, all_namespaces, selector)):
+                key = (row.namespace, row.kind, row.name)
+                previous = seen.get(key)
+                if previous is None or (previous.state, previous.replicas, previous.restarts) != (
+                    row.state,
+                    row.replicas,
+                    row.restarts,
+                ):
+                    _print_table([row], header, with_header=False)
+                seen[key] = row

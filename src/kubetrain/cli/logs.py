@@ -1,0 +1,81 @@
+"""``kubetrain logs JOB``: every replica's lines prefixed with the replica (``worker-1 | ...``), or one
+replica's as written; ``-f`` follows until the job ends, waiting for replicas that have not started."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TextIO
+
+import typer
+
+from kubetrain.cli.jobs import (
+    ContextOption,
+    KubeconfigOption,
+    LocalOption,
+    NamespaceOption,
+    StateDirOption,
+    Target,
+    find_job,
+    kind_name,
+    reported_errors,
+    split_kind_and_name,
+)
+
+
+def logs(
+    job_ref: str = typer.Argument(..., metavar="JOB", help="The job: NAME or KIND/NAME."),
+    replica: str | None = typer.Option(
+        None, "--replica", "-r", help="One replica, <type>-<index> (e.g. worker-1), printed without prefix."
+    ),
+    master: bool = typer.Option(False, "--master", help="Only the master replica (the v1 SDK's default)."),
+    all_replicas: bool = typer.Option(
+        False, "--all", "--all-replicas", help="Every replica, prefixed (the default without --replica)."
+    ),
+    follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing until the job ends."),
+    tail: int | None = typer.Option(None, "--tail", help="Only the last N lines of each replica first."),
+    namespace: str | None = NamespaceOption,
+    local: bool = LocalOption,
+    state_dir: Path | None = StateDirOption,
+    kubeconfig: Path | None = KubeconfigOption,
+    context: str | None = ContextOption,
+) -> None:
+    """Print a job's logs: every replica's lines prefixed with the replica, or one replica's as written.
+
+    On a cluster the API server reads logs from the kubelets; a cluster without them (envtest) says so.
+
+    Example: kubetrain logs mnist -f
+
+    Example: kubetrain logs --local hello --replica worker-1 --tail 20
+    """
+    if replica is not None and (master or all_replicas):
+        raise typer.BadParameter("choose one of --replica, --master and --all", param_hint="--replica")
+    out: TextIO = typer.get_text_stream("stdout")
+    with reported_errors():
+        kind, job_name = split_kind_and_name(job_ref, None)
+        assert job_name is not None
+        client = Target(local, state_dir, kubeconfig, context, namespace).client()
+        job = find_job(client, kind, job_name)
+        prefix = f"{job.name}-"
+        pods = client.get_job_pod_names(job.name, job.namespace)
+        replica_type = replica_index = None
+        if replica is not None:
+            wanted = f"{prefix}{replica}"
+            if pods and wanted not in pods:
+                names = ", ".join(p.removeprefix(prefix) for p in pods)
+                raise ValueError(f"job {job.name} has no replica {replica!r}; it has: {names}")
+            replica_type, _, index = replica.rpartition("-")
+            replica_index = int(index) if index.isdigit() else None
+            replica_type = replica_type or replica
+        lines = client.stream_job_logs(
+            job.name,
+            job.namespace,
+            kind_name(client.kind_of(job)),
+            is_master=master,
+            replica_type=replica_type,
+            replica_index=replica_index,
+            follow=follow,
+            tail_lines=tail,
+        )
+        for pod, line in lines:
+            out.write(f"{line}\n" if replica is not None else f"{pod.removeprefix(prefix)} | {line}\n")
+            out.flush()

@@ -1,0 +1,82 @@
+"""``kubetrain submit FILE``: validate each job of a manifest and create it on a cluster or as a local run."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from kubetrain.api.errors import InvalidJobError
+from kubetrain.api.jobs import TrainingJob
+from kubetrain.api.manifest import load_documents, parse_job
+from kubetrain.cli.errors import fail_invalid
+from kubetrain.cli.jobs import (
+    ContextOption,
+    KubeconfigOption,
+    LocalOption,
+    NamespaceOption,
+    StateDirOption,
+    Target,
+    reported_errors,
+)
+from kubetrain.cli.output import to_json, to_yaml
+from kubetrain.cli.tables import qualified_name
+from kubetrain.engine.admission import admit
+
+
+def submit(
+    file: Path = typer.Argument(..., help="A manifest (YAML or JSON) with one or more jobs; - reads stdin."),
+    namespace: str | None = NamespaceOption,
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Print the defaulted, validated job instead of creating it."
+    ),
+    output: str | None = typer.Option(None, "--output", "-o", help="yaml or json: print the created jobs."),
+    local: bool = LocalOption,
+    state_dir: Path | None = StateDirOption,
+    kubeconfig: Path | None = KubeconfigOption,
+    context: str | None = ContextOption,
+) -> None:
+    """Create the jobs of a manifest, after checking them as the API server and the operator would.
+
+    With --local each job starts as a background run on this machine (follow it: kubetrain logs --local -f).
+
+    Example: kubetrain submit job.yaml -n team-a
+
+    Example: kubetrain submit job.yaml --local
+
+    Example: kubetrain submit job.yaml --dry-run -o yaml
+    """
+    if output not in (None, "yaml", "json"):
+        raise typer.BadParameter("supported values: yaml, json", param_hint="--output")
+    source = "<stdin>" if str(file) == "-" else str(file)
+    try:
+        text = sys.stdin.read() if str(file) == "-" else file.read_text(encoding="utf-8")
+    except OSError as error:
+        raise typer.BadParameter(f"cannot read {file}: {error.strerror}", param_hint="FILE") from None
+    try:
+        jobs = [admit(parse_job(document, strict=True)) for document in load_documents(text)]
+    except InvalidJobError as error:
+        fail_invalid(source, error)
+    if not jobs:
+        raise typer.BadParameter(f"{source} holds no job", param_hint="FILE")
+    with reported_errors():
+        client = Target(local, state_dir, kubeconfig, context, namespace).client()
+        created = [client.create_job(job, namespace=namespace, dry_run=dry_run) for job in jobs]
+    if output == "json":
+        typer.echo(to_json([_wire(j) for j in created] if len(created) > 1 else _wire(created[0])))
+        return
+    if output == "yaml" or dry_run:
+        typer.echo(to_yaml([_wire(j) for j in created]), nl=False)
+        return
+    for job in created:
+        typer.echo(f"{qualified_name(job)} created")
+
+
+def _wire(job: TrainingJob) -> dict[str, Any]:
+    """The job as the server stores it; a status nobody wrote yet is left out."""
+    wire = job.to_wire()
+    if not job.status.conditions:
+        wire.pop("status", None)
+    return wire

@@ -1,0 +1,207 @@
+"""What ``get`` and ``describe`` print: pure functions from jobs, pods and events to rows and text.
+
+Columns follow the CRDs' printer columns (NAME, STATE, AGE) with REPLICAS (``Worker 2/3``: active of
+desired, per replica type) and RESTARTS added, as ``kubectl get pytorchjobs`` users expect to read them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from lightkube.resources.core_v1 import Pod
+
+from kubetrain.api.jobs import TrainingJob
+from kubetrain.sdk.backends.base import JobEvent
+from kubetrain.sdk.kinds import kind_of
+
+
+def age(since: datetime | None, now: datetime) -> str:
+    """kubectl's short ages: ``45s``, ``12m``, ``5h``, ``3d``."""
+    if since is None:
+        return "<unknown>"
+    seconds = max(0, int((now - since).total_seconds()))
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    if seconds < 2 * 86400:
+        return f"{seconds // 3600}h"
+    return f"{seconds // 86400}d"
+
+
+def state(job: TrainingJob) -> str:
+    """The CRD's State column: the type of the last condition (empty before the operator saw the job)."""
+    return str(job.status.conditions[-1].type) if job.status.conditions else ""
+
+
+def replicas(job: TrainingJob) -> str:
+    """``Master 1/1 Worker 2/3``: active of desired replicas per type, in the spec's order."""
+    parts = []
+    for replica_type, spec in job.replica_specs.items():
+        status = job.status.replica_statuses.get(replica_type)
+        active = status.active if status is not None else 0
+        parts.append(f"{replica_type} {active}/{spec.replicas if spec.replicas is not None else 1}")
+    return " ".join(parts)
+
+
+def restarts(job: TrainingJob, pods: Sequence[Pod]) -> int:
+    """Restarts of live pods plus those of pods already replaced (kept in the job's status)."""
+    live = sum(
+        status.restartCount for pod in pods if pod.status for status in pod.status.containerStatuses or []
+    )
+    return live + sum(s.restarts for s in job.status.replica_statuses.values())
+
+
+def qualified_name(job: TrainingJob) -> str:
+    """``-o name``: ``pytorchjob.kubeflow.org/<name>``."""
+    kind = kind_of(job)
+    return f"{kind.kind.lower()}.{kind.group}/{job.name}"
+
+
+@dataclass(frozen=True)
+class JobRow:
+    namespace: str
+    kind: str
+    name: str
+    state: str
+    replicas: str
+    restarts: int
+    age: str
+    message: str
+    created: str
+
+
+def job_row(job: TrainingJob, pods: Sequence[Pod], now: datetime) -> JobRow:
+    last = job.status.conditions[-1] if job.status.conditions else None
+    created = job.metadata.creation_timestamp or job.status.start_time
+    return JobRow(
+        namespace=job.namespace,
+        kind=job.KIND,
+        name=job.name,
+        state=state(job),
+        replicas=replicas(job),
+        restarts=restarts(job, pods),
+        age=age(created, now),
+        message=(last.message or "") if last is not None else "",
+        created=created.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if created else "",
+    )
+
+
+def columns(*, all_namespaces: bool, several_kinds: bool, wide: bool) -> list[str]:
+    names = ["NAME", "STATE", "REPLICAS", "RESTARTS", "AGE"]
+    if several_kinds:
+        names.insert(1, "KIND")
+    if all_namespaces:
+        names.insert(0, "NAMESPACE")
+    if wide:
+        names += ["CREATED", "MESSAGE"]
+    return names
+
+
+def cells(row: JobRow, names: Sequence[str]) -> list[str]:
+    values = {
+        "NAMESPACE": row.namespace,
+        "KIND": row.kind,
+        "NAME": row.name,
+        "STATE": row.state,
+        "REPLICAS": row.replicas,
+        "RESTARTS": str(row.restarts),
+        "AGE": row.age,
+        "CREATED": row.created,
+        "MESSAGE": row.message,
+    }
+    return [values[name] for name in names]
+
+
+def plain_table(header: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "") -> str:
+    """Columns padded to their widest cell and separated by three spaces, as kubectl prints them."""
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    lines = []
+    for row in [header, *rows]:
+        lines.append(indent + "   ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    return "\n".join(lines)
+
+
+def describe(job: TrainingJob, pods: Sequence[Pod], events: Sequence[JobEvent], now: datetime) -> str:
+    """``kubectl describe``-style text: summary, run policy, replicas, pods, conditions, events."""
+    kind = kind_of(job)
+    policy = job.run_policy
+    created = job.metadata.creation_timestamp
+    lines = [
+        f"Name:          {job.name}",
+        f"Namespace:     {job.namespace}",
+        f"Kind:          {kind.kind} ({kind.api_version})",
+        f"Created:       {created.isoformat() if created else '<unknown>'} ({age(created, now)} ago)",
+        f"State:         {state(job) or '<none>'}",
+        f"Labels:        {_pairs(job.metadata.labels)}",
+        "Run Policy:",
+        f"  Clean Pod Policy:         {policy.clean_pod_policy or '<default>'}",
+        f"  Backoff Limit:            {_or_none(policy.backoff_limit)}",
+        f"  Active Deadline Seconds:  {_or_none(policy.active_deadline_seconds)}",
+        f"  TTL After Finished:       {_or_none(policy.ttl_seconds_after_finished)}",
+        f"  Suspend:                  {bool(policy.suspend)}",
+        "Replicas:",
+    ]
+    replica_rows = []
+    for replica_type, spec in job.replica_specs.items():
+        status = job.status.replica_statuses.get(replica_type)
+        containers = (spec.template.get("spec") or {}).get("containers") or [{}]
+        replica_rows.append(
+            [
+                replica_type,
+                str(spec.replicas if spec.replicas is not None else 1),
+                str(status.active if status else 0),
+                str(status.succeeded if status else 0),
+                str(status.failed if status else 0),
+                str(spec.restart_policy or "<default>"),
+                str(containers[0].get("image", "")),
+            ]
+        )
+    header = ["TYPE", "DESIRED", "ACTIVE", "SUCCEEDED", "FAILED", "RESTART POLICY", "IMAGE"]
+    lines.append(plain_table(header, replica_rows, "  "))
+    lines.append("Pods:")
+    if pods:
+        pod_rows = [
+            [
+                pod.metadata.name or "" if pod.metadata else "",
+                (pod.status.phase or "") if pod.status else "",
+                str(sum(s.restartCount for s in (pod.status.containerStatuses or []))) if pod.status else "0",
+                (pod.spec.nodeName or "") if pod.spec else "",
+            ]
+            for pod in pods
+        ]
+        lines.append(plain_table(["NAME", "PHASE", "RESTARTS", "NODE"], pod_rows, "  "))
+    else:
+        lines.append("  <none>")
+    lines.append("Conditions:")
+    if job.status.conditions:
+        condition_rows = [
+            [
+                str(c.type),
+                str(c.status),
+                c.reason or "",
+                age(c.last_transition_time, now),
+                c.message or "",
+            ]
+            for c in job.status.conditions
+        ]
+        lines.append(plain_table(["TYPE", "STATUS", "REASON", "AGE", "MESSAGE"], condition_rows, "  "))
+    else:
+        lines.append("  <none>")
+    lines.append("Events:")
+    if events:
+        event_rows = [[e.type, e.reason, age(e.last_seen, now), e.involved, e.message] for e in events[-20:]]
+        lines.append(plain_table(["TYPE", "REASON", "AGE", "OBJECT", "MESSAGE"], event_rows, "  "))
+    else:
+        lines.append("  <none>")
+    return "\n".join(lines)
+
+
+def _or_none(value: object) -> str:
+    return "<none>" if value is None else str(value)
+
+
+def _pairs(values: dict[str, str] | None) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted((values or {}).items())) or "<none>"
