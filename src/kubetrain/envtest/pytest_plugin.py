@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,11 @@ class EnvtestCluster:
     started_here: bool
 
 
+def _tell_terminal(message: str) -> None:
+    # A first build takes minutes; say so past pytest's output capture.
+    print(f"envtest: {message}", file=sys.__stderr__, flush=True)
+
+
 @pytest.fixture(scope="session")
 def envtest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EnvtestCluster]:
     given = os.environ.get(KUBECONFIG_ENV)
@@ -55,7 +61,7 @@ def envtest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EnvtestCluster
         yield EnvtestCluster(running.state.kubeconfig, shared_dir, started_here=False)
         return
     run_dir = tmp_path_factory.mktemp("envtest")
-    state = controlplane.start(run_dir)
+    state = controlplane.start(run_dir, log=_tell_terminal)
     try:
         yield EnvtestCluster(state.kubeconfig, run_dir, started_here=True)
     finally:

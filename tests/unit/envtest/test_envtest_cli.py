@@ -1,0 +1,16 @@
+"""`kubetrain envtest status` tells whether a run directory has a running control plane."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from kubetrain.cli.main import app
+
+
+def test_status_of_a_directory_where_nothing_was_started_exits_non_zero(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["envtest", "status", "--dir", str(tmp_path)])
+    assert result.exit_code == 1
+    assert "kube-apiserver" in result.stdout
+    assert "not started" in result.stdout
