@@ -1,0 +1,128 @@
+"""The kubectl-like commands with --local: real runs started by `submit --local`, read back by the others."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from kubetrain.cli.main import app
+
+pytestmark = pytest.mark.local
+
+
+def replica(code: str, replicas: int = 1) -> dict[str, Any]:
+    container = {"name": "pytorch", "image": "unused-locally", "command": [sys.executable, "-c", code]}
+    return {"replicas": replicas, "restartPolicy": "Never", "template": {"spec": {"containers": [container]}}}
+
+
+def manifest(tmp_path: Path, name: str, master: str, worker: str | None = None) -> Path:
+    specs = {"Master": replica(master)}
+    if worker is not None:
+        specs["Worker"] = replica(worker, 2)
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name}}
+    job["spec"] = {"pytorchReplicaSpecs": specs}
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(job))
+    return path
+
+
+RANK = "import os\nfor step in range(2): print(f'rank={os.environ[\"RANK\"]} step={step}')"
+RANK_LAST = f"import time; time.sleep(1)\n{RANK}"
+
+
+@pytest.fixture
+def kubetrain(state_dir: Path) -> Any:
+    runner = CliRunner()
+
+    def invoke(*args: str) -> Any:
+        return runner.invoke(app, [*args, "--local", "--state-dir", str(state_dir)])
+
+    return invoke
+
+
+def test_submit_wait_get_and_logs_of_a_local_run(kubetrain: Any, tmp_path: Path) -> None:
+    submitted = kubetrain("submit", str(manifest(tmp_path, "demo", RANK_LAST, RANK)))
+    assert submitted.stdout == "pytorchjob.kubeflow.org/demo created\n"
+    waited = kubetrain("wait", "demo", "--for=condition=Succeeded", "--timeout=60s")
+    assert (waited.exit_code, waited.stdout) == (0, "pytorchjob.kubeflow.org/demo condition met\n")
+    listing = kubetrain("get", "pytorchjobs").stdout.splitlines()
+    assert listing[0].split() == ["NAME", "STATE", "REPLICAS", "RESTARTS", "AGE"]
+    assert re.match(r"demo\s+Succeeded\s+Master 0/1 Worker 0/2\s+0\s+\d+s", listing[1])
+    logs = kubetrain("logs", "demo").stdout.splitlines()
+    assert logs == [
+        f"{replica}-{index} | rank={rank} step={step}"
+        for replica, index, rank in (("master", 0, 0), ("worker", 0, 1), ("worker", 1, 2))
+        for step in range(2)
+    ]
+    assert kubetrain("logs", "demo", "--replica", "worker-1").stdout == "rank=2 step=0\nrank=2 step=1\n"
+    assert kubetrain("logs", "demo", "-r", "worker-1", "--tail", "1").stdout == "rank=2 step=1\n"
+
+
+def test_describe_shows_replicas_pods_conditions_and_events(kubetrain: Any, tmp_path: Path) -> None:
+    kubetrain("submit", str(manifest(tmp_path, "told", RANK_LAST, RANK)))
+    kubetrain("wait", "told", "--timeout=60s")
+    text = kubetrain("describe", "pytorchjob", "told").stdout
+    assert "Kind:          PyTorchJob (kubeflow.org/v1)" in text
+    assert re.search(r"Worker\s+2\s+0\s+2\s+0\s+Never", text)
+    assert re.search(r"told-worker-1\s+Succeeded\s+0", text)
+    assert re.search(r"Succeeded\s+True\s+PyTorchJobSucceeded", text)
+    assert "PyTorchJob told is successfully completed." in text.split("Events:")[1]
+
+
+def test_waiting_on_a_failing_job_exits_1_with_the_condition_message(kubetrain: Any, tmp_path: Path) -> None:
+    kubetrain("submit", str(manifest(tmp_path, "boom", "raise SystemExit(3)")))
+    waited = kubetrain("wait", "pytorchjob/boom", "--timeout=60s")
+    assert waited.exit_code == 1
+    assert re.fullmatch(r"error: PyTorchJob default/boom failed: .*Master.*\n", waited.stderr)
+
+
+def test_output_formats_are_yaml_json_and_name(kubetrain: Any, tmp_path: Path) -> None:
+    kubetrain("submit", str(manifest(tmp_path, "shapes", "print('hi')")))
+    kubetrain("wait", "shapes", "--timeout=60s")
+    assert (
+        yaml.safe_load(kubetrain("get", "pytorchjob", "shapes", "-o", "yaml").stdout)["kind"] == "PyTorchJob"
+    )
+    assert '"items"' in kubetrain("get", "-o", "json").stdout
+    assert kubetrain("get", "-o", "name").stdout == "pytorchjob.kubeflow.org/shapes\n"
+
+
+def test_delete_stops_and_forgets_a_run(kubetrain: Any, tmp_path: Path) -> None:
+    kubetrain("submit", str(manifest(tmp_path, "doomed", "import time; time.sleep(600)")))
+    deleted = kubetrain("delete", "pytorchjob", "doomed")
+    assert deleted.stdout == 'pytorchjob.kubeflow.org "doomed" deleted\n'
+    assert kubetrain("get", "doomed").exit_code == 1
+
+
+def test_suspend_and_resume_a_local_run(kubetrain: Any, tmp_path: Path) -> None:
+    kubetrain("submit", str(manifest(tmp_path, "held", "import time; time.sleep(1); print('done')")))
+    assert kubetrain("suspend", "pytorchjob", "held").stdout == "pytorchjob.kubeflow.org/held suspended\n"
+    assert kubetrain("wait", "held", "--for=condition=Suspended", "--timeout=60s").exit_code == 0
+    assert kubetrain("resume", "held").stdout == "pytorchjob.kubeflow.org/held resumed\n"
+    assert kubetrain("wait", "held", "--timeout=60s").exit_code == 0
+    assert kubetrain("logs", "held").stdout == "master-0 | done\n"
+
+
+def test_a_missing_job_is_a_one_line_error(kubetrain: Any) -> None:
+    result = kubetrain("logs", "nothing")
+    assert (result.exit_code, result.stderr.count("\n")) == (1, 1)
+    assert result.stderr.startswith("error: no job named 'nothing'")
+
+
+def test_an_invalid_manifest_exits_2_naming_the_field(kubetrain: Any, tmp_path: Path) -> None:
+    path = manifest(tmp_path, "bad", "print()")
+    path.write_text(path.read_text().replace("restartPolicy: Never", "restartPolicy: Sometimes"))
+    result = kubetrain("submit", str(path))
+    assert result.exit_code == 2
+    assert "spec.pytorchReplicaSpecs.Master.restartPolicy" in result.stderr
+
+
+def test_an_unknown_kind_exits_2_listing_the_known_kinds(kubetrain: Any) -> None:
+    result = kubetrain("describe", "sparkjob", "x")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: unknown job kind 'sparkjob'; known kinds: PyTorchJob")
