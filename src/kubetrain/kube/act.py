@@ -51,6 +51,11 @@ log = logging.getLogger(__name__)
 
 KubeObject = Mapping[str, Any]
 
+MAX_IN_FLIGHT = 12
+"""Concurrent writes across all workers. The HTTP client keeps 20 idle connections alive; more requests in
+flight than that open connections that are closed after one use, and every new one costs a TLS handshake
+on both sides (measured: 7 handshakes per job at 32 in flight; with the event senders this stays under 20)."""
+
 RESTART_POLICY_EVENT = "SetPodTemplateRestartPolicy"
 RESTART_POLICY_MESSAGE = (
     "Restart policy in pod template will be overwritten by restart policy in replica spec"
@@ -111,6 +116,7 @@ class Actor:
         self._metrics = metrics
         self._settings = settings
         self._addressing = ClusterAddressing()
+        self._in_flight = asyncio.Semaphore(MAX_IN_FLIGHT)
 
     async def carry_out(self, target: Target, decision: Decision) -> Outcome:
         outcome = Outcome()
@@ -320,7 +326,8 @@ class Actor:
     async def _guard(self, outcome: Outcome, what: str, call: Awaitable[None]) -> None:
         """Run one call; remember its failure instead of abandoning the calls beside it."""
         try:
-            await call
+            async with self._in_flight:
+                await call
         except ApiStatusError as error:
             outcome.errors.append(f"{what}: {error}")
         except Exception as error:

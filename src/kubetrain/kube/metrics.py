@@ -56,4 +56,7 @@ class OperatorMetrics:
             ("resource", "reason"),
             registry=r,
         )
+        self.events_posted = Gauge(
+            "kubetrain_events_posted", "Kubernetes Events posted since start", registry=r
+        )
         self.is_leader = Gauge("kubetrain_leader", "1 while this process holds the leader Lease", registry=r)

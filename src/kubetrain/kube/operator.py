@@ -148,6 +148,7 @@ class Operator:
         return f"caches not synced: {', '.join(waiting)}" if waiting else None
 
     def _refresh_gauges(self) -> None:
+        self.metrics.events_posted.set(self.events.sent)
         for method, count in self.client.requests.by_method.items():
             self.metrics.api_requests.labels(method=method).set(count)
         for informer in self.informers:
