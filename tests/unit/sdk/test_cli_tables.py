@@ -1,0 +1,99 @@
+"""What get and describe print, from plain jobs: the CRD printer columns plus replicas and restarts."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from lightkube.models.core_v1 import ContainerStatus, PodStatus
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import Pod
+
+from builders import job
+from kubetrain.api.common import JobCondition, JobStatus, ReplicaStatus
+from kubetrain.api.jobs import TrainingJob
+from kubetrain.cli import tables
+from kubetrain.sdk.backends.base import JobEvent
+
+NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+
+def running_job() -> TrainingJob:
+    status = JobStatus(
+        conditions=[
+            JobCondition(type="Created", status="True", reason="Created", message="created"),
+            JobCondition(type="Running", status="True", reason="Running", message="it runs"),
+        ],
+        replica_statuses={"Master": ReplicaStatus(active=1), "Worker": ReplicaStatus(active=2, restarts=1)},
+    )
+    created = job("PyTorchJob", {"Master": 1, "Worker": 3}, name="mnist")
+    meta = created.metadata.model_copy(update={"creation_timestamp": NOW - timedelta(minutes=5)})
+    return created.model_copy(update={"metadata": meta}).with_status(status)
+
+
+def pod(name: str, restarts: int) -> Pod:
+    status = PodStatus(
+        phase="Running",
+        containerStatuses=[
+            ContainerStatus(name="pytorch", image="", imageID="", ready=True, restartCount=restarts)
+        ],
+    )
+    return Pod(metadata=ObjectMeta(name=name), status=status)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"), [(5, "5s"), (119, "119s"), (300, "5m"), (3 * 3600, "3h"), (3 * 86400, "3d")]
+)
+def test_ages_are_kubectls_short_durations(seconds: int, shown: str) -> None:
+    assert tables.age(NOW - timedelta(seconds=seconds), NOW) == shown
+
+
+def test_state_is_the_last_conditions_type() -> None:
+    assert tables.state(running_job()) == "Running"
+
+
+def test_replicas_are_active_of_desired_per_type_in_spec_order() -> None:
+    assert tables.replicas(running_job()) == "Master 1/1 Worker 2/3"
+
+
+def test_restarts_add_live_pods_restarts_to_those_of_replaced_pods() -> None:
+    assert tables.restarts(running_job(), [pod("mnist-worker-0", 2), pod("mnist-worker-1", 0)]) == 3
+
+
+def test_a_row_has_the_printer_columns_values() -> None:
+    row = tables.job_row(running_job(), [], NOW)
+    header = tables.columns(all_namespaces=False, several_kinds=False, wide=False)
+    assert header == ["NAME", "STATE", "REPLICAS", "RESTARTS", "AGE"]
+    assert tables.cells(row, header) == ["mnist", "Running", "Master 1/1 Worker 2/3", "1", "5m"]
+
+
+def test_all_namespaces_and_several_kinds_add_their_columns_first() -> None:
+    header = tables.columns(all_namespaces=True, several_kinds=True, wide=True)
+    assert header[:3] == ["NAMESPACE", "NAME", "KIND"]
+    assert header[-2:] == ["CREATED", "MESSAGE"]
+
+
+def test_names_are_kind_dot_group_slash_name() -> None:
+    assert tables.qualified_name(running_job()) == "pytorchjob.kubeflow.org/mnist"
+
+
+def test_describe_has_every_section_with_the_jobs_facts() -> None:
+    events = [JobEvent("Normal", "SuccessfulCreatePod", "Created pod: mnist-master-0", "PyTorchJob/mnist")]
+    text = tables.describe(running_job(), [pod("mnist-master-0", 0)], events, NOW)
+    sections = [line for line in text.splitlines() if line and not line.startswith(" ")]
+    assert [s.split(":")[0] for s in sections] == [
+        "Name",
+        "Namespace",
+        "Kind",
+        "Created",
+        "State",
+        "Labels",
+        "Run Policy",
+        "Replicas",
+        "Pods",
+        "Conditions",
+        "Events",
+    ]
+    assert "SuccessfulCreatePod" in text.split("Events:")[1]
+    assert re.search(r"Running\s+True\s+Running\s+<unknown>\s+it runs", text)
