@@ -1,8 +1,7 @@
 """pytest fixtures for tests against the envtest control plane.
 
-Use them from a conftest.py::
-
-    from kubetrain.envtest.pytest_plugin import envtest, kube_api, namespace, pod_driver  # noqa: F401
+kubetrain's own tests load this module as a plugin (``-p kubetrain.envtest.pytest_plugin`` in pyproject's
+pytest ``addopts``); another project can do the same, or import the fixtures into its conftest.py.
 
 Which cluster the session uses, in order:
 
