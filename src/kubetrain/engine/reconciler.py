@@ -25,6 +25,7 @@ from kubetrain.api.common import ConditionType
 from kubetrain.api.errors import InvalidJobError
 from kubetrain.api.jobs import TrainingJob
 from kubetrain.engine.admission import admit
+from kubetrain.engine.autoscaling import delete_autoscaler, sync_autoscaler
 from kubetrain.engine.completion import finish
 from kubetrain.engine.conditions import condition_reason, created_message
 from kubetrain.engine.context import ReconcileContext
@@ -72,6 +73,7 @@ def reconcile(
         finish(ctx)
     elif ctx.job.run_policy.suspend:
         suspend(ctx)
+        delete_autoscaler(ctx)
     else:
         _run(ctx)
     return ctx.decision()
@@ -93,6 +95,7 @@ def _run(ctx: ReconcileContext) -> None:
     if failure is not None:
         fail_for_limit(ctx, failure)
         return
+    sync_autoscaler(ctx)
     if not sync_pod_group(ctx):
         return
 

@@ -12,6 +12,7 @@ from enum import StrEnum
 from typing import Any
 
 from kubetrain.api.common import JobStatus, RestartPolicy
+from kubetrain.frameworks.base import Autoscaling
 
 
 class Phase(StrEnum):
@@ -58,6 +59,8 @@ class Observation:
     """Existing per-replica services; ``None`` when the substrate has no services (local)."""
     pod_group: PodGroupState | None = None
     """``None`` when gang scheduling is off."""
+    autoscaler: bool | None = None
+    """Whether the job's HorizontalPodAutoscaler exists; ``None`` when the substrate has none (local)."""
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,18 @@ class DeletePodGroup:
 
 
 @dataclass(frozen=True)
+class SyncAutoscaler:
+    """Create the job's HPA, or update it to ``spec`` (elastic PyTorch, §4.10)."""
+
+    spec: Autoscaling
+
+
+@dataclass(frozen=True)
+class DeleteAutoscaler:
+    """Remove the job's HPA (it is suspended)."""
+
+
+@dataclass(frozen=True)
 class DeleteJob:
     """TTL after finishing has passed: delete the job object (children are garbage-collected)."""
 
@@ -135,6 +150,8 @@ Action = (
     | DeleteService
     | SyncPodGroup
     | DeletePodGroup
+    | SyncAutoscaler
+    | DeleteAutoscaler
     | DeleteJob
     | EmitEvent
 )

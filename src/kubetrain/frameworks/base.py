@@ -53,6 +53,15 @@ class ObservedPhase:
 
 
 @dataclass(frozen=True)
+class Autoscaling:
+    """An autoscaler on the job's ``scale`` subresource: an ``autoscaling/v2`` HPA's bounds and metrics."""
+
+    min_replicas: int | None
+    max_replicas: int
+    metrics: tuple[Mapping[str, Any], ...]
+
+
+@dataclass(frozen=True)
 class ConditionProposal:
     """A condition a framework's status rules want set; the engine applies the state machine."""
 
@@ -146,6 +155,10 @@ class Framework(ABC, Generic[JobT]):
         if self.is_master_role(job, replica_type, index):
             labels[JOB_ROLE_LABEL] = "master"
         return labels
+
+    def autoscaling(self, job: JobT) -> Autoscaling | None:
+        """The HorizontalPodAutoscaler the job asks for (elastic PyTorch's ``elasticPolicy.metrics``)."""
+        return None
 
     def materialised_replica_types(self, job: JobT, colocated: bool) -> tuple[str, ...]:
         """Replica types that become pods or processes. Locally MPI runs only its launcher."""

@@ -10,7 +10,14 @@ from kubetrain.api.errors import FieldError
 from kubetrain.api.jobs import ElasticPolicy, PyTorchJob
 from kubetrain.api.validation import forbidden, invalid, required
 from kubetrain.frameworks.addressing import Addressing
-from kubetrain.frameworks.base import ConditionProposal, EnvTarget, EnvVar, InitSettings, StatusContext
+from kubetrain.frameworks.base import (
+    Autoscaling,
+    ConditionProposal,
+    EnvTarget,
+    EnvVar,
+    InitSettings,
+    StatusContext,
+)
 from kubetrain.frameworks.standard import (
     StandardFramework,
     counts,
@@ -64,6 +71,15 @@ class PyTorchFramework(StandardFramework[PyTorchJob]):
         if not update:
             return job
         return job.model_copy(update={"spec": job.spec.model_copy(update=update)})
+
+    def autoscaling(self, job: PyTorchJob) -> Autoscaling | None:
+        """An HPA on the Workers exactly when ``elasticPolicy.metrics`` is non-empty (upstream's rule)."""
+        policy = job.spec.elastic_policy
+        if policy is None or not policy.metrics:
+            return None
+        workers = job.replica_specs[WORKER].replicas if WORKER in job.replica_specs else None
+        maximum = policy.max_replicas or policy.min_replicas or workers or 1
+        return Autoscaling(policy.min_replicas, maximum, tuple(policy.metrics))
 
     # --- validation ---------------------------------------------------------------------------
 

@@ -24,22 +24,26 @@ from kubetrain.engine.types import (
     CreateReplica,
     CreateService,
     Decision,
+    DeleteAutoscaler,
     DeleteJob,
     DeletePodGroup,
     DeleteReplica,
     DeleteService,
     EmitEvent,
     EventType,
+    SyncAutoscaler,
     SyncPodGroup,
 )
 from kubetrain.frameworks.addressing import ClusterAddressing
-from kubetrain.frameworks.base import Framework
+from kubetrain.frameworks.base import Autoscaling, Framework
+from kubetrain.frameworks.labels import job_labels
 from kubetrain.kube.events import EventRecord, EventRecorder
 from kubetrain.kube.metrics import OperatorMetrics
 from kubetrain.kube.render import (
     SCHEDULER_PLUGINS_GROUP,
     VOLCANO_GROUP,
     RenderSettings,
+    owner_reference,
     render_pod,
     render_pod_group,
     render_service,
@@ -70,6 +74,33 @@ def job_path(framework: Framework[Any], namespace: str, name: str) -> str:
     return f"/apis/{framework.api_version}/namespaces/{namespace}/{framework.model.PLURAL}/{name}"
 
 
+HPA_API = "/apis/autoscaling/v2"
+
+
+def render_autoscaler(target: Target, spec: Autoscaling) -> dict[str, Any]:
+    """Upstream's HPA named after the job, scaling it through its ``scale`` subresource (§4.10)."""
+    job, framework = target.job, target.framework
+    hpa_spec: dict[str, Any] = {
+        "scaleTargetRef": {"apiVersion": framework.api_version, "kind": framework.kind, "name": job.name},
+        "maxReplicas": spec.max_replicas,
+        "metrics": [dict(metric) for metric in spec.metrics],
+    }
+    if spec.min_replicas is not None:
+        hpa_spec["minReplicas"] = spec.min_replicas
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {
+            "name": job.name,
+            "namespace": job.namespace,
+            # Labelled like the job's pods, so the operator's label-selected watch sees it.
+            "labels": job_labels(framework.controller_name, job.name),
+            "ownerReferences": [owner_reference(job)],
+        },
+        "spec": hpa_spec,
+    }
+
+
 def pod_group_collection(settings: RenderSettings, namespace: str) -> str:
     if settings.is_volcano:
         return f"/apis/{VOLCANO_GROUP}/v1beta1/namespaces/{namespace}/podgroups"
@@ -89,6 +120,8 @@ class Target:
     framework: Framework[Any]
     pod_group: KubeObject | None = None
     """The cached PodGroup, when gang scheduling is on and one exists."""
+    autoscaler: KubeObject | None = None
+    """The cached HorizontalPodAutoscaler, when one exists."""
 
 
 @dataclass
@@ -139,6 +172,10 @@ class Actor:
                 calls.append((f"delete service {action}", self._delete_service(target, action, outcome)))
             elif isinstance(action, DeletePodGroup):
                 calls.append(("delete PodGroup", self._delete_pod_group(target)))
+            elif isinstance(action, SyncAutoscaler):
+                calls.append(("sync HPA", self._sync_autoscaler(target, action.spec)))
+            elif isinstance(action, DeleteAutoscaler):
+                calls.append(("delete HPA", self._delete_autoscaler(target)))
         await asyncio.gather(*(self._guard(outcome, what, call) for what, call in calls))
         if any(isinstance(action, DeleteJob) for action in decision.actions):
             await self._guard(outcome, "delete job", self._delete_job(target))
@@ -269,6 +306,28 @@ class Actor:
         self._event(
             target, EventType.NORMAL, "SuccessfulDeletePodGroup", f"Deleted PodGroup: {target.job.name}"
         )
+
+    async def _sync_autoscaler(self, target: Target, spec: Autoscaling) -> None:
+        desired = render_autoscaler(target, spec)
+        collection = f"{HPA_API}/namespaces/{target.job.namespace}/horizontalpodautoscalers"
+        existing = target.autoscaler
+        if existing is None:
+            response = await self._http.post(collection, json=desired)
+            if response.status_code == 409:
+                return
+        elif {k: (existing.get("spec") or {}).get(k) for k in desired["spec"]} != desired["spec"]:
+            # Only the fields kubetrain sets: the API server defaults others, which are no difference.
+            updated = {**existing, "spec": {**(existing.get("spec") or {}), **desired["spec"]}}
+            response = await self._http.put(f"{collection}/{target.job.name}", json=updated)
+        else:
+            return
+        raise_for_status(response, response.content)
+
+    async def _delete_autoscaler(self, target: Target) -> None:
+        path = f"{HPA_API}/namespaces/{target.job.namespace}/horizontalpodautoscalers/{target.job.name}"
+        response = await self._http.delete(path)
+        if response.status_code != 404:
+            raise_for_status(response, response.content)
 
     async def _delete_job(self, target: Target) -> None:
         path = job_path(target.framework, target.job.namespace, target.job.name)

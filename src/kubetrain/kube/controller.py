@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -46,6 +46,8 @@ class ChildStores:
     services: Store
     pod_groups: Store | None
     """None when gang scheduling is off or its PodGroup CRD is missing."""
+    autoscalers: Store | None = None
+    """None when the cluster serves no autoscaling/v2."""
 
 
 class JobController:
@@ -153,14 +155,18 @@ class JobController:
         services = self._children.services.by_owner(uid) if self.framework.per_replica_services else None
         gang = self._traits.gang_scheduler is not None
         pod_group = self._children.pod_groups.get(key) if gang and self._children.pod_groups else None
+        autoscalers = self._children.autoscalers
+        autoscaler = autoscalers.get(key) if autoscalers is not None else None
         observation = observe(job, self.framework, pods, services, pod_group, gang_scheduling=gang)
+        if autoscalers is not None:
+            observation = replace(observation, autoscaler=autoscaler is not None)
 
         decision = reconcile(job, observation, datetime.now(UTC), self._traits, self.framework)
         try:
             planned = admit(job, self.framework)
         except InvalidJobError:
             planned = job  # the engine failed it; nothing will be planned from it
-        target = Target(key, stored, planned, self.framework, pod_group)
+        target = Target(key, stored, planned, self.framework, pod_group, autoscaler)
         outcome = await self._actor.carry_out(target, decision)
         if outcome.written_job is not None:
             # The write's answer is fresher than the cache; the watch event carrying it changes nothing.

@@ -17,6 +17,7 @@ from typing import Any
 
 from lightkube.core.resource import NamespacedResource
 from lightkube.generic_resource import create_namespaced_resource
+from lightkube.resources.autoscaling_v2 import HorizontalPodAutoscaler
 from lightkube.resources.core_v1 import Pod, Service
 
 from kubetrain.engine.types import Traits
@@ -110,7 +111,18 @@ class Operator:
                 pod_groups = self._informer(pod_group_resource(settings.render))
             else:
                 log.error("PodGroup API not served: crd might be missing, please install crd")
-        children = ChildStores(pods.store, services.store, pod_groups.store if pod_groups else None)
+        autoscalers: Informer | None = None
+        if any(f.scale_replica_type for f in settings.frameworks):
+            if await self._served(collection_path(HorizontalPodAutoscaler, settings.namespace)):
+                autoscalers = self._informer(HorizontalPodAutoscaler, OPERATOR_NAME_LABEL)
+            else:
+                log.warning("autoscaling/v2 is not served: elastic PyTorch jobs get no HPA")
+        children = ChildStores(
+            pods.store,
+            services.store,
+            pod_groups.store if pod_groups else None,
+            autoscalers.store if autoscalers else None,
+        )
         actor = Actor(self.client.http, self.expectations, self.events, self.metrics, settings.render)
         traits = Traits(colocated=False, gang_scheduler=settings.render.gang_scheduler)
 
@@ -139,7 +151,9 @@ class Operator:
         pods.add_handler(lambda change: _route_child(change, "pods", by_name))
         services.add_handler(lambda change: _route_child(change, "services", by_name))
         if pod_groups is not None:
-            pod_groups.add_handler(lambda change: _route_pod_group(change, self.controllers))
+            pod_groups.add_handler(lambda change: _route_owned(change, self.controllers))
+        if autoscalers is not None:
+            autoscalers.add_handler(lambda change: _route_owned(change, self.controllers))
 
     # --- running --------------------------------------------------------------------------------
 
@@ -240,8 +254,8 @@ def _route_child(change: ObjectChange, resource: str, by_name: dict[str, JobCont
         controller.on_child_change(change, resource, job_name, replica_type)
 
 
-def _route_pod_group(change: ObjectChange, controllers: list[JobController]) -> None:
-    """A PodGroup is named after its job; its controller ownerReference says which kind."""
+def _route_owned(change: ObjectChange, controllers: list[JobController]) -> None:
+    """A PodGroup or HPA is named after its job; its controller ownerReference says which kind."""
     metadata = change.object.get("metadata") or {}
     for reference in metadata.get("ownerReferences") or ():
         if not reference.get("controller"):

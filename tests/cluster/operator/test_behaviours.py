@@ -225,3 +225,30 @@ def test_a_pod_stuck_terminating_on_a_lost_node_is_force_deleted_and_replaced(
     kube_api.delete(f"/api/v1/namespaces/{namespace}/pods/j-worker-0", {"gracePeriodSeconds": 1})
     assert pod(kube_api, namespace, "j-worker-0")["metadata"].get("deletionTimestamp")
     eventually(lambda: recreated(kube_api, namespace, "j-worker-0", before), timeout=90, what="replacement")
+
+
+def test_elastic_metrics_get_an_hpa_on_the_scale_subresource_which_suspension_removes(
+    kube_api: KubeApi, namespace: str, pod_driver: PodDriver, start_operator: StartOperator
+) -> None:
+    start_operator()
+    cpu = {
+        "type": "Resource",
+        "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}},
+    }
+    manifest = pytorch_job("j", workers=2)
+    del manifest["spec"]["pytorchReplicaSpecs"]["Master"]
+    manifest["spec"]["elasticPolicy"] = {"minReplicas": 1, "maxReplicas": 3, "metrics": [cpu]}
+    create_job(kube_api, namespace, manifest)
+    hpa_path = f"/apis/autoscaling/v2/namespaces/{namespace}/horizontalpodautoscalers/j"
+    eventually(lambda: not gone(kube_api, hpa_path), what="the HPA")
+    hpa = kube_api.get(hpa_path)
+    assert hpa["spec"]["scaleTargetRef"] == {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "name": "j",
+    }
+    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (1, 3)
+    assert hpa["spec"]["metrics"] == [cpu]
+    assert hpa["metadata"]["ownerReferences"][0]["name"] == "j"
+    kube_api.patch(job_path("PyTorchJob", namespace, "j"), {"spec": {"runPolicy": {"suspend": True}}})
+    eventually(lambda: gone(kube_api, hpa_path), what="the HPA removed while suspended")
