@@ -1,0 +1,107 @@
+"""Gang scheduling on a real API server: Volcano and scheduler-plugins PodGroups, pod decoration, and
+Volcano's rule that no pod is created before the PodGroup is admitted (§4.9)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from operator_support import (
+    StartOperator,
+    create_job,
+    eventually,
+    gone,
+    job_path,
+    pod,
+    pods,
+    pytorch_job,
+    wait_pods,
+)
+
+from kubetrain.envtest.crds import CRD_PATH
+from kubetrain.envtest.kubeapi import ApiError, KubeApi
+
+pytestmark = pytest.mark.cluster
+
+ALL_PODS = ["j-master-0", "j-worker-0", "j-worker-1"]
+
+
+def pod_group_crd(group: str, version: str) -> dict[str, Any]:
+    """The PodGroup CRD with an open schema: the tests need the API, not the gang schedulers."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"podgroups.{group}"},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {
+                "kind": "PodGroup",
+                "plural": "podgroups",
+                "singular": "podgroup",
+                "listKind": "PodGroupList",
+            },
+            "versions": [
+                {
+                    "name": version,
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+                    },
+                }
+            ],
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+def pod_group_crds(kube_api: KubeApi) -> None:
+    for group, version in (("scheduling.volcano.sh", "v1beta1"), ("scheduling.x-k8s.io", "v1alpha1")):
+        try:
+            kube_api.create(CRD_PATH, pod_group_crd(group, version))
+        except ApiError as error:
+            if error.code != 409:
+                raise
+        served = f"/apis/{group}/{version}/podgroups"
+        eventually(lambda: kube_api.is_ok(served), what=f"{served} served")  # noqa: B023 (called at once)
+
+
+def test_volcano_gets_a_pod_group_and_pods_only_once_it_is_admitted(
+    pod_group_crds: None, kube_api: KubeApi, namespace: str, start_operator: StartOperator
+) -> None:
+    start_operator("--gang-scheduler-name", "volcano")
+    job = pytorch_job("j", schedulingPolicy={"queue": "research", "priorityClass": "high"})
+    create_job(kube_api, namespace, job)
+    group_path = f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{namespace}/podgroups/j"
+    eventually(lambda: not gone(kube_api, group_path), what="the PodGroup")
+    group = kube_api.get(group_path)
+    assert group["spec"]["minMember"] == 3
+    assert group["spec"]["queue"] == "research"
+    assert group["spec"]["priorityClassName"] == "high"
+    assert group["metadata"]["ownerReferences"][0]["kind"] == "PyTorchJob"
+    assert not pods(kube_api, namespace), "no pod before Volcano admits the group"
+
+    kube_api.patch(group_path, {"status": {"phase": "Inqueue"}})
+    wait_pods(kube_api, namespace, ALL_PODS, timeout=15)
+    worker = pod(kube_api, namespace, "j-worker-1")
+    assert worker["spec"]["schedulerName"] == "volcano"
+    assert worker["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "j"
+    assert worker["metadata"]["annotations"]["volcano.sh/task-spec"] == "worker"
+
+    kube_api.patch(job_path("PyTorchJob", namespace, "j"), {"spec": {"runPolicy": {"suspend": True}}})
+    eventually(lambda: gone(kube_api, group_path), what="the PodGroup deleted on suspend")
+
+
+def test_scheduler_plugins_get_a_pod_group_and_labelled_pods_at_once(
+    pod_group_crds: None, kube_api: KubeApi, namespace: str, start_operator: StartOperator
+) -> None:
+    start_operator("--gang-scheduler-name", "scheduler-plugins-scheduler")
+    job = pytorch_job("j", schedulingPolicy={"minAvailable": 2, "scheduleTimeoutSeconds": 30})
+    create_job(kube_api, namespace, job)
+    wait_pods(kube_api, namespace, ALL_PODS)
+    group = kube_api.get(f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups/j")
+    assert (group["spec"]["minMember"], group["spec"]["scheduleTimeoutSeconds"]) == (2, 30)
+    master = pod(kube_api, namespace, "j-master-0")
+    assert master["spec"]["schedulerName"] == "scheduler-plugins-scheduler"
+    assert master["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == "j"
