@@ -82,6 +82,8 @@ def test_with_leader_election_only_one_operator_acts_and_a_standby_takes_over_wi
     two = start_operator(*_leader_flags(namespace))
     create_job(kube_api, namespace, pytorch_job("first", workers=1))
     wait_pods(kube_api, namespace, ["first-master-0", "first-worker-0"])
+    # The reconcile's log line follows its API calls: wait for it before telling the two apart.
+    eventually(lambda: '"job": "' in one.log + two.log, what="a reconcile logged")
     leader, standby = (one, two) if '"job": "' in one.log else (two, one)
     assert '"job": "' not in standby.log, "the standby must not reconcile"
     assert _is_leading(leader.log) and not _is_leading(standby.log)
