@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
 
 import pytest
+from cluster_sdk_support import CRDS, eventually, pytorch_job, running_operator
 
 from kubetrain.api.jobs import TrainingJob
 from kubetrain.envtest.crds import install_crds
@@ -19,23 +14,9 @@ from kubetrain.envtest.kubeapi import KubeApi
 from kubetrain.envtest.poddriver import PodDriver
 from kubetrain.envtest.pytest_plugin import EnvtestCluster
 from kubetrain.sdk import JobFailedError, JobNotFoundError, TrainingClient, UnsupportedOperationError
+from kubetrain.sdk.backends.base import JobEvent
 
 pytestmark = pytest.mark.cluster
-
-T = TypeVar("T")
-CRDS = Path(__file__).resolve().parents[3] / "manifests" / "crds"
-KUBETRAIN = Path(sys.executable).parent / "kubetrain"
-
-
-def eventually(probe: Callable[[], T | None], timeout: float = 30.0) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = probe()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout:g}s")
-        time.sleep(0.1)
 
 
 @pytest.fixture(scope="session")
@@ -45,52 +26,13 @@ def job_crds(kube_api: KubeApi) -> list[str]:
 
 @pytest.fixture
 def operator(envtest: EnvtestCluster, job_crds: list[str], namespace: str, tmp_path: Path) -> Iterator[None]:
-    """``kubetrain operator`` watching only this test's namespace (other tests share the cluster)."""
-    log_path = tmp_path / "operator.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [
-                str(KUBETRAIN),
-                "operator",
-                "--kubeconfig",
-                str(envtest.kubeconfig),
-                "--namespace",
-                namespace,
-                "--metrics-bind-address",
-                "0",
-                "--health-probe-bind-address",
-                "0",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=dict(os.environ),
-        )
-    yield
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(15)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(5)
-    print(f"--- operator log\n{log_path.read_text(errors='replace')[-4000:]}")
+    with running_operator(envtest.kubeconfig, namespace, tmp_path / "operator.log"):
+        yield
 
 
 @pytest.fixture
 def client(envtest: EnvtestCluster, namespace: str, operator: None) -> TrainingClient:
     return TrainingClient(config_file=str(envtest.kubeconfig), namespace=namespace)
-
-
-def pytorch_job(name: str, workers: int = 1) -> dict[str, Any]:
-    def replicas(count: int) -> dict[str, Any]:
-        template = {"spec": {"containers": [{"name": "pytorch", "image": "example.com/trainer:1"}]}}
-        return {"replicas": count, "restartPolicy": "Never", "template": template}
-
-    return {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "PyTorchJob",
-        "metadata": {"name": name},
-        "spec": {"pytorchReplicaSpecs": {"Master": replicas(1), "Worker": replicas(workers)}},
-    }
 
 
 def wait(client: TrainingClient, name: str, condition: str) -> TrainingJob:
@@ -171,8 +113,12 @@ def test_reading_logs_without_a_kubelet_is_a_clear_error(
 def test_the_operators_events_are_listed_for_the_job(client: TrainingClient) -> None:
     client.create_job(pytorch_job("ev"))
     wait_pods(client, "ev", 2)
-    reasons = eventually(lambda: {e.reason for e in client.get_job_events("ev")} or None)
-    assert "SuccessfulCreatePod" in reasons
+
+    def pod_creations() -> list[JobEvent] | None:
+        found = [e for e in client.get_job_events("ev") if e.reason == "SuccessfulCreatePod"]
+        return found if len(found) == 2 else None
+
+    assert {e.involved for e in eventually(pod_creations)} == {"PyTorchJob/ev"}
 
 
 def test_suspending_deletes_the_pods_and_resuming_creates_them(client: TrainingClient) -> None:

@@ -77,8 +77,18 @@ def _selector(label_selector: str | None) -> dict[str, Any]:
     return {r.key: operator_for[r.operator](r.value) for r in parse_selector(label_selector)}
 
 
+def _message(response: httpx2.Response) -> str:
+    try:
+        return str(response.json().get("message") or response.text)
+    except ValueError:
+        return response.text.strip()
+
+
 def _api_error(what: str, error: ApiError, missing: str | None = None) -> TrainingApiError:
-    code, message = error.status.code or 0, error.status.message or str(error)
+    return _status_error(what, error.status.code or 0, error.status.message or str(error), missing)
+
+
+def _status_error(what: str, code: int, message: str, missing: str | None = None) -> TrainingApiError:
     if code == 404:
         return JobNotFoundError(missing or f"{what}: not found ({message})")
     if code in (401, 403):
@@ -108,6 +118,9 @@ class KubernetesBackend:
             return call()
         except ApiError as error:
             raise _api_error(what, error, missing) from None
+        except httpx2.HTTPStatusError as error:
+            # lightkube's paged list raises the plain httpx error, for bodies that may not be a Status.
+            raise _status_error(what, error.response.status_code, _message(error.response), missing) from None
         except httpx2.TransportError as error:
             raise BackendUnavailableError(
                 f"{what}: cannot reach the API server at {self.server}: {error or type(error).__name__}"
