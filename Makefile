@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-core
 EXAMPLES_STAMP := $(VENV)/.installed-examples
 PYTEST := $(BIN)/pytest
 
-.PHONY: help install run test lint test-unit test-local test-cluster envtest-build manifests clean
+.PHONY: help install run test lint test-unit test-local test-cluster envtest-build manifests docs clean
 
 help:
 	@echo "make run   - train the example PyTorch DDP job locally (1 master + 2 workers)"
@@ -66,6 +66,10 @@ manifests: $(STAMP)
 	$(BIN)/kubetrain manifests crds --output-dir manifests/crds
 	$(BIN)/kubetrain manifests crds --mpi-api v1 --kind MPIJob --output-dir manifests/crds-mpijob-v1
 	$(BIN)/kubetrain manifests api-reference --update docs/api.md
+
+# The job commands' reference in docs/cli.md, from their --help; a unit test fails when it is stale.
+docs: $(STAMP)
+	$(BIN)/python -m kubetrain.cli.reference > docs/cli.md
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
