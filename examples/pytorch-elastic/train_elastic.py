@@ -13,6 +13,7 @@ import argparse
 import os
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import torch
@@ -27,9 +28,12 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--checkpoint-dir", type=Path, default=Path(".state/checkpoints/pytorch-elastic"))
     parser.add_argument("--step-seconds", type=float, default=0.2)
+    parser.add_argument("--collective-timeout", type=float, default=30.0)
     args = parser.parse_args()
 
-    dist.init_process_group("gloo")
+    # A bounded timeout turns a half-formed group (a peer died while connecting) into an error, so
+    # torchrun restarts the workers and re-rendezvouses instead of waiting 30 minutes.
+    dist.init_process_group("gloo", timeout=timedelta(seconds=args.collective_timeout))
     rank, world = dist.get_rank(), dist.get_world_size()
     attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
     print(f"rank {rank} of {world} joined (pid {os.getpid()}, restart {attempt})", flush=True)

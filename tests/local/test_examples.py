@@ -13,7 +13,8 @@ from typing import Any
 import psutil
 import pytest
 import yaml
-from local_run import KUBETRAIN, REPO, Run, kubetrain_run, write_manifest
+
+from local.local_run import KUBETRAIN, REPO, Run, kubetrain_run, write_manifest
 
 pytestmark = pytest.mark.local
 
@@ -80,17 +81,21 @@ def test_elastic_pytorch_re_rendezvouses_when_a_worker_process_is_killed(
         stderr=subprocess.PIPE,
         text=True,
     )
-    worker0_log = state_dir / "pytorch-elastic" / "logs" / "worker-0.log"
-    deadline = time.monotonic() + 180
-    while not (worker0_log.exists() and "step 8 loss" in worker0_log.read_text()):
-        assert time.monotonic() < deadline and runner.poll() is None, "training never reached step 8"
-        time.sleep(0.2)
-    status = json.loads((state_dir / "pytorch-elastic" / "status.json").read_text())
-    agent = next(r["pid"] for r in status["replicas"] if r["name"] == "worker-1")
-    (training,) = psutil.Process(agent).children()
-    training.send_signal(signal.SIGKILL)
-
-    stdout, stderr = runner.communicate(timeout=240)
+    try:
+        worker0_log = state_dir / "pytorch-elastic" / "logs" / "worker-0.log"
+        deadline = time.monotonic() + 180
+        while not (worker0_log.exists() and "step 8 loss" in worker0_log.read_text()):
+            assert time.monotonic() < deadline and runner.poll() is None, "training never reached step 8"
+            time.sleep(0.2)
+        status = json.loads((state_dir / "pytorch-elastic" / "status.json").read_text())
+        agent = next(r["pid"] for r in status["replicas"] if r["name"] == "worker-1")
+        (training,) = psutil.Process(agent).children()
+        training.send_signal(signal.SIGKILL)
+        stdout, stderr = runner.communicate(timeout=240)
+    finally:
+        if runner.poll() is None:
+            runner.send_signal(signal.SIGINT)
+            runner.wait(timeout=60)
     run = Run(runner.returncode, stdout, stderr, state_dir, "pytorch-elastic")
     assert_succeeded(run)
     restarted_at = [

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import psutil
 import pytest
-from local_run import KUBETRAIN, REPO, SCRIPTS, kubetrain_run, python_job, write_manifest
+
+from local.local_run import KUBETRAIN, REPO, SCRIPTS, kubetrain_run, python_job, write_manifest
 
 pytestmark = pytest.mark.local
 
@@ -214,3 +215,26 @@ def test_a_job_asking_for_more_gpus_than_exist_fails_before_starting(tmp_path: P
     assert run.returncode == 1
     assert "asks for 64 GPU(s)" in run.stderr
     assert "containers[0].resources.limits" in run.stderr
+
+
+def test_sigterm_stops_every_replica_and_exits_143(tmp_path: Path, state_dir: Path) -> None:
+    job = python_job("terminated", {"Worker": (2, [SLEEP])})
+    runner = subprocess.Popen(
+        [KUBETRAIN, "run", str(write_manifest(tmp_path, job)), "--state-dir", str(state_dir)],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    status_path = state_dir / "terminated" / "status.json"
+    _wait_for(
+        lambda: (
+            status_path.exists()
+            and sum(1 for r in json.loads(status_path.read_text())["replicas"] if r["pid"]) == 2
+        )
+    )
+    pids = [r["pid"] for r in json.loads(status_path.read_text())["replicas"]]
+
+    runner.send_signal(signal.SIGTERM)
+
+    assert runner.wait(timeout=30) == 143
+    assert [pid for pid in pids if psutil.pid_exists(pid)] == []

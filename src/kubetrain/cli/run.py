@@ -18,6 +18,7 @@ EXIT_SUCCEEDED = 0
 EXIT_FAILED = 1
 EXIT_INVALID = 2
 EXIT_INTERRUPTED = 130
+"""128 + SIGINT; a run stopped by SIGTERM exits 128 + SIGTERM (143), as shells report it."""
 
 _EXIT_CODES = {
     Outcome.SUCCEEDED: EXIT_SUCCEEDED,
@@ -48,7 +49,7 @@ def run_command(
 ) -> None:
     """Run a training job on this machine: every replica a process, same env and semantics as on Kubernetes.
 
-    Exit status: 0 Succeeded, 1 Failed, 2 invalid manifest, 130 interrupted (Ctrl-C).
+    Exit status: 0 Succeeded, 1 Failed, 2 invalid manifest, 130 interrupted (Ctrl-C; 143 for SIGTERM).
 
     Example: kubetrain run examples/pytorch-ddp/job.yaml
     """
@@ -77,4 +78,6 @@ def run_command(
     except GpuShortageError as error:
         raise _fail(str(error), EXIT_FAILED) from None
     result = asyncio.run(local_run.run())
+    if result.outcome is Outcome.INTERRUPTED and result.stopped_by is not None:
+        raise typer.Exit(128 + int(result.stopped_by))
     raise typer.Exit(_EXIT_CODES[result.outcome])

@@ -85,6 +85,7 @@ class RunResult:
     job: TrainingJob
     outcome: Outcome
     run_directory: RunDirectory
+    stopped_by: signal.Signals | None = None
 
 
 class LocalRun:
@@ -112,6 +113,9 @@ class LocalRun:
         """Per replica, the restarts and exit codes of processes already deleted (ExitCode restarts)."""
         self._changed = asyncio.Event()
         self._interrupts = 0
+        self.stopped_by: signal.Signals | None = None
+        """The signal that interrupted the run (SIGINT for Ctrl-C, SIGTERM)."""
+        self._said_suspended = False
         self._started_at = time.time()
 
     # --- preparation: everything that can be wrong is found before anything starts -------------
@@ -161,7 +165,7 @@ class LocalRun:
         self._note_ignored_fields()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(signum, self._interrupt)
+            loop.add_signal_handler(signum, self._interrupt, signum)
         if self.options.adopt_orphans:
             orphans.become_subreaper()
         self.display.start()
@@ -175,7 +179,7 @@ class LocalRun:
                 loop.remove_signal_handler(signum)
         self._record(finished=True, interrupted=outcome is Outcome.INTERRUPTED)
         self.display.finish(self._snapshot())
-        return RunResult(self.job, outcome, self.directory)
+        return RunResult(self.job, outcome, self.directory, self.stopped_by)
 
     async def _reconcile_until_done(self) -> Outcome:
         while True:
@@ -188,6 +192,11 @@ class LocalRun:
             await self._carry_out(decision.actions)
             self._record(finished=False)
             self.display.status(self._snapshot())
+            if self.job.status.is_true(ConditionType.SUSPENDED) and not self._said_suspended:
+                self._said_suspended = True
+                self.display.note(
+                    "the job is suspended (runPolicy.suspend): no replica starts; Ctrl-C to stop"
+                )
             if self.job.status.is_finished:
                 return (
                     Outcome.SUCCEEDED if self.job.status.is_true(ConditionType.SUCCEEDED) else Outcome.FAILED
@@ -248,8 +257,9 @@ class LocalRun:
             # Normal events repeat the condition changes the display already shows.
             self.display.note(f"{event.type} {event.reason}: {event.message}")
 
-    def _interrupt(self) -> None:
+    def _interrupt(self, signum: signal.Signals) -> None:
         self._interrupts += 1
+        self.stopped_by = self.stopped_by or signum
         if self._interrupts == 1:
             self.display.note(
                 f"stopping every replica (SIGTERM, then SIGKILL after {self.options.grace_period:g}s; "
