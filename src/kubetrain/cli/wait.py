@@ -3,6 +3,7 @@ fails instead exits 1 with the Failed condition's message."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from kubetrain.cli.jobs import (
     NamespaceOption,
     StateDirOption,
     Target,
+    console,
     fail,
     find_job,
     kind_name,
@@ -74,15 +76,23 @@ def wait(
         assert job_name is not None
         client = Target(local, state_dir, kubeconfig, context, namespace).client()
         job = find_job(client, kind, job_name)
+        progress = console(stderr=True)
+        # A spinner only for people watching a terminal; scripts and pipes get the result line alone.
+        spinner = (
+            progress.status(f"waiting for {condition} on {qualified_name(job)}")
+            if progress.is_terminal
+            else contextlib.nullcontext()
+        )
         try:
-            done = client.wait_for_job_conditions(
-                job.name,
-                job.namespace,
-                kind_name(client.kind_of(job)),
-                expected_conditions={condition},
-                wait_timeout=seconds,
-                polling_interval=min(1.0, max(seconds / 10, 0.1)),
-            )
+            with spinner:
+                done = client.wait_for_job_conditions(
+                    job.name,
+                    job.namespace,
+                    kind_name(client.kind_of(job)),
+                    expected_conditions={condition},
+                    wait_timeout=seconds,
+                    polling_interval=min(1.0, max(seconds / 10, 0.1)),
+                )
         except JobFailedError as error:
             fail(str(error))
         except TimeoutError:
