@@ -44,6 +44,8 @@ from kubetrain.kube.render import (
     VOLCANO_GROUP,
     RenderSettings,
     owner_reference,
+    render_companions,
+    render_config_map,
     render_pod,
     render_pod_group,
     render_service,
@@ -101,6 +103,16 @@ def render_autoscaler(target: Target, spec: Autoscaling) -> dict[str, Any]:
     }
 
 
+def _collection_of(obj: KubeObject) -> str:
+    """The collection path of a namespaced core or RBAC object (what companions are made of)."""
+    api_version = str(obj["apiVersion"])
+    plural = {"ServiceAccount": "serviceaccounts", "Role": "roles", "RoleBinding": "rolebindings"}.get(
+        str(obj["kind"]), f"{str(obj['kind']).lower()}s"
+    )
+    base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+    return f"{base}/namespaces/{obj['metadata']['namespace']}/{plural}"
+
+
 def pod_group_collection(settings: RenderSettings, namespace: str) -> str:
     if settings.is_volcano:
         return f"/apis/{VOLCANO_GROUP}/v1beta1/namespaces/{namespace}/podgroups"
@@ -122,6 +134,8 @@ class Target:
     """The cached PodGroup, when gang scheduling is on and one exists."""
     autoscaler: KubeObject | None = None
     """The cached HorizontalPodAutoscaler, when one exists."""
+    running_hosts: tuple[str, ...] = ()
+    """Addresses of the running replicas that are not the master role (MPI's discover_hosts.sh)."""
 
 
 @dataclass
@@ -150,12 +164,17 @@ class Actor:
         self._settings = settings
         self._addressing = ClusterAddressing()
         self._in_flight = asyncio.Semaphore(MAX_IN_FLIGHT)
+        self._companions_made: set[str] = set()
+        """Job UIDs whose companions exist (they are never changed, so made once per job)."""
 
     async def carry_out(self, target: Target, decision: Decision) -> Outcome:
         outcome = Outcome()
         for action in decision.actions:
             if isinstance(action, EmitEvent):
                 self._event(target, action.type, action.reason, action.message)
+        if not decision.status.is_finished:
+            # What the pods mount or run as must exist before them (MPIJob v1: RBAC and <job>-config).
+            await self._guard(outcome, "ensure companions", self._ensure_companions(target))
         # The PodGroup first: the gang scheduler must know the group before its pods arrive.
         for action in decision.actions:
             if isinstance(action, SyncPodGroup):
@@ -274,6 +293,32 @@ class Actor:
             raise
         self._event(target, EventType.NORMAL, f"SuccessfulDelete{kind}", f"Deleted {kind.lower()}: {name}")
         return 1
+
+    # --- companions -----------------------------------------------------------------------------
+
+    async def _ensure_companions(self, target: Target) -> None:
+        """Create the framework's companion objects once per job, and keep ``<job>-config`` current."""
+        uid = str((target.stored.get("metadata") or {}).get("uid", ""))
+        if uid not in self._companions_made:
+            for obj in render_companions(target.job, target.framework):
+                response = await self._http.post(_collection_of(obj), json=obj)
+                if response.status_code != 409:
+                    raise_for_status(response, response.content)
+            self._companions_made.add(uid)
+        hosts = list(target.running_hosts)
+        desired = render_config_map(target.job, target.framework, self._addressing, hosts)
+        if desired is None:
+            return
+        path = f"{_collection_of(desired)}/{desired['metadata']['name']}"
+        current = await self._http.get(path)
+        if current.status_code == 404:
+            response = await self._http.post(_collection_of(desired), json=desired)
+        elif current.status_code < 400 and current.json().get("data") != desired["data"]:
+            response = await self._http.put(path, json={**current.json(), "data": desired["data"]})
+        else:
+            raise_for_status(current, current.content)
+            return
+        raise_for_status(response, response.content)
 
     # --- PodGroup, job ------------------------------------------------------------------------
 

@@ -19,7 +19,8 @@ from kubetrain.api.errors import InvalidJobError
 from kubetrain.api.manifest import parse_job
 from kubetrain.engine.admission import admit
 from kubetrain.engine.reconciler import reconcile
-from kubetrain.engine.types import Traits
+from kubetrain.engine.types import Phase, Traits
+from kubetrain.frameworks.addressing import ClusterAddressing
 from kubetrain.frameworks.base import Framework
 from kubetrain.frameworks.labels import (
     JOB_NAME_LABEL,
@@ -71,6 +72,7 @@ class JobController:
         self._metrics = metrics
         self._traits = traits
         self._threads = max(1, threads)
+        self._addressing = ClusterAddressing()
 
     @property
     def kind(self) -> str:
@@ -166,7 +168,13 @@ class JobController:
             planned = admit(job, self.framework)
         except InvalidJobError:
             planned = job  # the engine failed it; nothing will be planned from it
-        target = Target(key, stored, planned, self.framework, pod_group, autoscaler)
+        running_hosts = tuple(
+            self._addressing.host(planned, replica.replica_type, replica.index)
+            for replica in observation.replicas
+            if replica.phase is Phase.RUNNING
+            and not self.framework.is_master_role(planned, replica.replica_type, replica.index)
+        )
+        target = Target(key, stored, planned, self.framework, pod_group, autoscaler, running_hosts)
         outcome = await self._actor.carry_out(target, decision)
         if outcome.written_job is not None:
             # The write's answer is fresher than the cache; the watch event carrying it changes nothing.

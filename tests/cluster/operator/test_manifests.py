@@ -105,6 +105,9 @@ def allowed(api: KubeApi, verb: str, resource: str) -> bool:
         ("create", "podgroups.scheduling.volcano.sh"),
         ("update", "podgroups.scheduling.x-k8s.io"),
         ("update", "horizontalpodautoscalers.autoscaling"),
+        ("update", "configmaps"),
+        ("create", "roles.rbac.authorization.k8s.io"),
+        ("create", "pods/exec"),
     ],
 )
 def test_the_service_account_may_make_each_call_the_operator_makes(
@@ -115,7 +118,7 @@ def test_the_service_account_may_make_each_call_the_operator_makes(
 
 @pytest.mark.parametrize(
     ("verb", "resource"),
-    [("get", "secrets"), ("patch", "pods"), ("update", "pytorchjobs.kubeflow.org"), ("create", "pods/exec")],
+    [("get", "secrets"), ("patch", "pods"), ("update", "pytorchjobs.kubeflow.org"), ("delete", "configmaps")],
 )
 def test_the_service_account_may_not_do_more(
     installed: str, kube_api: KubeApi, verb: str, resource: str
