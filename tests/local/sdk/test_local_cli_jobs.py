@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +13,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from kubetrain.cli.get import WATCH_INTERVAL
 from kubetrain.cli.main import app
+from kubetrain.sdk import TrainingClient
 
 pytestmark = pytest.mark.local
 
@@ -126,3 +130,38 @@ def test_an_unknown_kind_exits_2_listing_the_known_kinds(kubetrain: Any) -> None
     result = kubetrain("describe", "sparkjob", "x")
     assert result.exit_code == 2
     assert result.stderr.startswith("error: unknown job kind 'sparkjob'; known kinds: PyTorchJob")
+
+
+def test_a_dry_run_prints_the_defaulted_job_and_starts_nothing(
+    kubetrain: Any, tmp_path: Path, state_dir: Path
+) -> None:
+    result = kubetrain("submit", str(manifest(tmp_path, "draft", "print()")), "--dry-run")
+    printed = yaml.safe_load(result.stdout)
+    assert printed["spec"]["runPolicy"]["cleanPodPolicy"] == "None"
+    assert printed["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["ports"]
+    assert list(state_dir.iterdir()) == []
+
+
+def test_watching_prints_a_row_each_time_the_job_changes(state_dir: Path, tmp_path: Path) -> None:
+    command = [
+        str(Path(sys.executable).parent / "kubetrain"),
+        "get",
+        "--local",
+        "-w",
+        "--state-dir",
+        str(state_dir),
+    ]
+    watcher = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        client = TrainingClient(backend="local", state_dir=state_dir)
+        client.create_job(
+            yaml.safe_load(manifest(tmp_path, "seen", "import time; time.sleep(2)").read_text())
+        )
+        client.wait_for_job_conditions("seen", polling_interval=0.2, wait_timeout=60)
+        time.sleep(2 * WATCH_INTERVAL)  # the watcher polls once a second
+    finally:
+        watcher.terminate()
+        output, _ = watcher.communicate(timeout=10)
+    states = [line.split()[2] for line in output.splitlines() if line.startswith("seen ")]
+    assert states[-1] == "Succeeded"
+    assert "Running" in states
