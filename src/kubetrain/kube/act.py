@@ -312,7 +312,8 @@ class Actor:
     async def _sync_pod_group(self, target: Target, min_member: int) -> None:
         existing = target.pod_group
         queue = ((existing or {}).get("spec") or {}).get("queue") or None
-        desired = render_pod_group(target.job, min_member, self._settings, existing_queue=queue)
+        priorities = await self._priority_values(target.job)
+        desired = render_pod_group(target.job, min_member, self._settings, priorities, existing_queue=queue)
         collection = pod_group_collection(self._settings, target.job.namespace)
         if existing is None:
             response = await self._http.post(collection, json=desired)
@@ -324,6 +325,21 @@ class Actor:
         else:
             return
         raise_for_status(response, response.content)
+
+    async def _priority_values(self, job: TrainingJob) -> dict[str, int] | None:
+        """PriorityClass values, which order replica types for the computed minResources; only looked up
+        when a template names a class and the policy gives no minResources."""
+        policy = job.run_policy.scheduling_policy
+        named = any(
+            (spec.template.get("spec") or {}).get("priorityClassName") for spec in job.replica_specs.values()
+        )
+        if not named or (policy is not None and policy.min_resources):
+            return None
+        response = await self._http.get("/apis/scheduling.k8s.io/v1/priorityclasses")
+        raise_for_status(response, response.content)
+        return {
+            item["metadata"]["name"]: int(item.get("value", 0)) for item in response.json().get("items") or []
+        }
 
     async def _delete_pod_group(self, target: Target) -> None:
         collection = pod_group_collection(self._settings, target.job.namespace)

@@ -105,3 +105,33 @@ def test_scheduler_plugins_get_a_pod_group_and_labelled_pods_at_once(
     master = pod(kube_api, namespace, "j-master-0")
     assert master["spec"]["schedulerName"] == "scheduler-plugins-scheduler"
     assert master["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == "j"
+
+
+def test_computed_min_resources_take_the_highest_priority_replicas_first(
+    pod_group_crds: None, kube_api: KubeApi, namespace: str, start_operator: StartOperator
+) -> None:
+    priority_class = f"{namespace}-high"
+    kube_api.create(
+        "/apis/scheduling.k8s.io/v1/priorityclasses",
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": priority_class},
+            "value": 1000,
+        },
+    )
+    try:
+        start_operator("--gang-scheduler-name", "scheduler-plugins-scheduler")
+        job = pytorch_job("j", schedulingPolicy={"minAvailable": 2})
+        specs = job["spec"]["pytorchReplicaSpecs"]
+        specs["Master"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1"}}
+        worker = specs["Worker"]["template"]["spec"]
+        worker["containers"][0]["resources"] = {"requests": {"cpu": "2"}}
+        worker["priorityClassName"] = priority_class
+        create_job(kube_api, namespace, job)
+        group_path = f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups/j"
+        eventually(lambda: not gone(kube_api, group_path), what="the PodGroup")
+        # The two high-priority workers fill minMember 2 before the master is counted: 2 x 2 CPUs.
+        assert kube_api.get(group_path)["spec"]["minResources"] == {"cpu": "4"}
+    finally:
+        kube_api.delete(f"/apis/scheduling.k8s.io/v1/priorityclasses/{priority_class}")

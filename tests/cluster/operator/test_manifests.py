@@ -108,6 +108,7 @@ def allowed(api: KubeApi, verb: str, resource: str) -> bool:
         ("update", "configmaps"),
         ("create", "roles.rbac.authorization.k8s.io"),
         ("create", "pods/exec"),
+        ("list", "priorityclasses.scheduling.k8s.io"),
     ],
 )
 def test_the_service_account_may_make_each_call_the_operator_makes(
