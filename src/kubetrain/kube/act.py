@@ -394,7 +394,6 @@ class Actor:
         new_wire = status.to_wire()
         if stored_status.to_wire() == new_wire:
             return
-        self._count_transitions(target, stored_status, status)
         body = {**target.stored, "status": new_wire}
         path = job_path(target.framework, target.job.namespace, target.job.name) + "/status"
         response = await self._http.put(path, json=body)
@@ -406,6 +405,8 @@ class Actor:
             raise
         outcome.status_written = True
         outcome.written_job = response.json()
+        # Counted once written: a refused write is recomputed and would count the transition again.
+        self._count_transitions(target, stored_status, status)
 
     def _count_transitions(self, target: Target, old: JobStatus, new: JobStatus) -> None:
         """Upstream's job counters, each on the transition into its condition."""

@@ -95,3 +95,30 @@ async def test_a_forced_deletion_asks_for_a_zero_grace_period() -> None:
         "/api/v1/namespaces/default/pods/j-worker-0",
         {"gracePeriodSeconds": 0},
     )
+
+
+def created_status() -> JobStatus:
+    condition = {"type": "Created", "status": "True", "reason": "PyTorchJobCreated", "message": "created"}
+    return JobStatus.model_validate({"conditions": [condition]})
+
+
+def created_count(metrics: OperatorMetrics) -> float | None:
+    labels = {"job_namespace": "default", "framework": "pytorch"}
+    return metrics.registry.get_sample_value("training_operator_jobs_created_total", labels)
+
+
+async def test_the_created_counter_counts_a_written_transition_once() -> None:
+    api, metrics = FakeApi(200), OperatorMetrics()
+    http = httpx2.AsyncClient(transport=httpx2.MockTransport(api.handle), base_url="https://api")
+    acting = Actor(http, Expectations(), EventRecorder(http), metrics, RenderSettings())
+    await acting.carry_out(target(), Decision(status=created_status()))
+    assert created_count(metrics) == 1.0
+
+
+async def test_a_refused_status_write_counts_no_transition() -> None:
+    api, metrics = FakeApi(409), OperatorMetrics()
+    http = httpx2.AsyncClient(transport=httpx2.MockTransport(api.handle), base_url="https://api")
+    acting = Actor(http, Expectations(), EventRecorder(http), metrics, RenderSettings())
+    outcome = await acting.carry_out(target(), Decision(status=created_status()))
+    assert outcome.errors and not outcome.status_written
+    assert not created_count(metrics)
