@@ -159,8 +159,9 @@ def test_get_and_logs_read_the_state_directory(tmp_path: Path, state_dir: Path) 
         ).stdout
 
     listing = cli("get")
-    assert re.search(r"readable\s+PyTorchJob\s+Succeeded\s+0/1 running\s+1\b", listing), listing
-    assert json.loads(cli("get", "readable", "-o", "json"))["status"]["conditions"][-1]["type"] == "Succeeded"
+    assert re.search(r"readable\s+PyTorchJob\s+Succeeded\s+.*0/1\s+1\b", listing), listing
+    wire = json.loads(cli("get", "pytorchjob", "readable", "-o", "json"))
+    assert wire["status"]["conditions"][-1]["type"] == "Succeeded"
     assert cli("logs", "readable", "--replica", "master-0").splitlines() == [
         "exiting 3",
         "second attempt: exiting 0",
