@@ -21,7 +21,7 @@ V1 = "kubeflow.org/v1"
 EXIT_BAD_FLAGS = 2
 
 
-def _frameworks(names: list[str]) -> list[Framework[Any]]:
+def enabled_frameworks(names: list[str]) -> list[Framework[Any]]:
     if not names:
         return [f for f in FRAMEWORKS if f.api_version == V1]
     chosen: list[Framework[Any]] = []
@@ -108,7 +108,7 @@ def operator(
         mpi_kubectl_delivery_image=mpi_kubectl_delivery_image,
     )
     settings = OperatorSettings(
-        frameworks=_frameworks(enable_scheme),
+        frameworks=enabled_frameworks(enable_scheme),
         frameworks_required=bool(enable_scheme),
         namespace=namespace or None,
         render=RenderSettings(gang_scheduler=gang_scheduler_name or None, init=init),

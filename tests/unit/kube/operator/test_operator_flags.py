@@ -1,0 +1,42 @@
+"""``kubetrain operator`` flags: upstream's names, and a clear error for a bad value."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from kubetrain.cli.main import app
+from kubetrain.cli.operator import V1, enabled_frameworks
+from kubetrain.kube.health import parse_bind_address
+
+
+def test_an_unknown_scheme_is_refused_naming_the_flag_and_the_known_ones() -> None:
+    result = CliRunner().invoke(app, ["operator", "--enable-scheme", "caffejob"])
+    assert result.exit_code == 2
+    assert "--enable-scheme" in result.output and "pytorchjob" in result.output
+
+
+def test_schemes_are_case_insensitive_and_deduplicated() -> None:
+    assert [f.kind for f in enabled_frameworks(["PyTorchJob", "pytorchjob", "TFJOB"])] == [
+        "PyTorchJob",
+        "TFJob",
+    ]
+
+
+def test_by_default_every_kubeflow_v1_kind_is_enabled_and_no_v2beta1_one() -> None:
+    kinds = {f.kind for f in enabled_frameworks([])}
+    assert kinds == {"PyTorchJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob", "MXJob", "MPIJob"}
+    assert {f.api_version for f in enabled_frameworks([])} == {V1}
+
+
+@pytest.mark.parametrize(
+    ("address", "expected"),
+    [(":8080", ("0.0.0.0", 8080)), ("127.0.0.1:9000", ("127.0.0.1", 9000)), ("0", None), ("", None)],
+)
+def test_bind_addresses_read_like_upstreams(address: str, expected: tuple[str, int] | None) -> None:
+    assert parse_bind_address(address) == expected
+
+
+def test_a_bind_address_without_a_port_is_refused_with_an_example() -> None:
+    with pytest.raises(ValueError, match=r":8080"):
+        parse_bind_address("localhost")
