@@ -174,9 +174,6 @@ class LiveDisplay:
             self._live.stop()
             self._live = None
         self._console.print(status_table(snapshot))
-        condition = snapshot.last_condition
-        if condition is not None:
-            self._console.print(f"{condition.type} ({condition.reason}): {condition.message}")
 
 
 def make_display(names: list[str], *, quiet: bool) -> Display:

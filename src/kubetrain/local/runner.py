@@ -101,6 +101,7 @@ class LocalRun:
             for replica_type, spec in job.replica_specs.items()
             for index in range(1 if spec.replicas is None else spec.replicas)
         )
+        self.config_files: dict[str, str] = self.framework.config_files(job, self.addressing, [])
         self.plans: dict[ReplicaKey, ReplicaPlan] = {
             key: plan_replica(job, *key, self.addressing) for key in desired_replicas(job, TRAITS)
         }
@@ -123,7 +124,7 @@ class LocalRun:
     def _launch_specs(self) -> dict[ReplicaKey, LaunchSpec]:
         base_env = dict(os.environ if self.options.base_env is None else self.options.base_env)
         devices = self._assign_gpus()
-        mounts = self._write_config_files()
+        mounts = self._config_mounts()
         specs: dict[ReplicaKey, LaunchSpec] = {}
         for key, plan in self.plans.items():
             extra = (
@@ -146,22 +147,26 @@ class LocalRun:
             return {}
         return assign_gpus(requests, self.options.detect_gpus())
 
-    def _write_config_files(self) -> dict[str, str]:
-        """Files the framework mounts beside the replicas, written here; returns mount → local dir."""
-        self.directory.reset()
-        files = self.framework.config_files(self.job, self.addressing, [])
+    def _config_mounts(self) -> dict[str, str]:
+        """Where the framework's mounted files (MPI hostfile) live locally: mount path → directory."""
         mount = self.framework.config_mount_path
-        if not files or mount is None:
+        if not self.config_files or mount is None:
             return {}
-        for name, content in files.items():
-            (self.directory.config_dir / name).write_text(content, encoding="utf-8")
-            if content.startswith("#!"):
-                (self.directory.config_dir / name).chmod(0o755)
         return {mount: str(self.directory.config_dir)}
+
+    def _write_config_files(self) -> None:
+        for name, content in self.config_files.items():
+            path = self.directory.config_dir / name
+            path.write_text(content, encoding="utf-8")
+            if content.startswith("#!"):
+                path.chmod(0o755)
 
     # --- the loop ------------------------------------------------------------------------------
 
     async def run(self) -> RunResult:
+        # A previous run of the same job name is replaced: its logs would otherwise be appended to.
+        self.directory.reset()
+        self._write_config_files()
         self._note_ignored_fields()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
