@@ -40,6 +40,12 @@ def _job(client_target: Target, kind_or_name: str, name: str | None) -> tuple[Tr
 def delete(
     kind_or_name: str = KindArgument,
     name: str | None = NameArgument,
+    cascade: str = typer.Option(
+        "background", "--cascade", help="background, foreground (wait for the pods) or orphan (keep them)."
+    ),
+    grace_period: int | None = typer.Option(
+        None, "--grace-period", help="Seconds the pods get to stop (kubectl's --grace-period)."
+    ),
     namespace: str | None = NamespaceOption,
     local: bool = LocalOption,
     state_dir: Path | None = StateDirOption,
@@ -54,7 +60,8 @@ def delete(
     """
     with reported_errors():
         client, job = _job(Target(local, state_dir, kubeconfig, context, namespace), kind_or_name, name)
-        client.delete_job(job.name, job.namespace, kind_name(client.kind_of(job)))
+        options = {"propagationPolicy": cascade.capitalize(), "gracePeriodSeconds": grace_period}
+        client.delete_job(job.name, job.namespace, kind_name(client.kind_of(job)), options)
         typer.echo(f'{qualified_name(job).rpartition("/")[0]} "{job.name}" deleted')
 
 

@@ -191,7 +191,16 @@ class TrainingClient:
         job_kind: str | None = None,
         delete_options: Any = None,
     ) -> None:
-        self.backend.delete(self._kind(job_kind), self._namespace(namespace), name)
+        """``delete_options``: a dict with ``propagationPolicy`` / ``gracePeriodSeconds``, or an object with
+        ``propagation_policy`` / ``grace_period_seconds`` (the kubernetes client's V1DeleteOptions)."""
+        propagation, grace_period = _delete_options(delete_options)
+        self.backend.delete(
+            self._kind(job_kind),
+            self._namespace(namespace),
+            name,
+            propagation=propagation,
+            grace_period=grace_period,
+        )
         log.info("%s %s/%s has been deleted", self._kind(job_kind), self._namespace(namespace), name)
 
     def suspend_job(
@@ -453,6 +462,25 @@ class TrainingClient:
 
     def kind_of(self, job: TrainingJob) -> JobKind:
         return kind_of(job)
+
+
+PROPAGATION_POLICIES = ("Background", "Foreground", "Orphan")
+
+
+def _delete_options(options: Any) -> tuple[str | None, int | None]:
+    if options is None:
+        return None, None
+    if isinstance(options, Mapping):
+        propagation = options.get("propagationPolicy", options.get("propagation_policy"))
+        grace = options.get("gracePeriodSeconds", options.get("grace_period_seconds"))
+    else:
+        propagation = getattr(options, "propagation_policy", None)
+        grace = getattr(options, "grace_period_seconds", None)
+    if propagation is not None and propagation not in PROPAGATION_POLICIES:
+        raise ValueError(
+            f"propagationPolicy must be one of {', '.join(PROPAGATION_POLICIES)}, got {propagation!r}"
+        )
+    return propagation, None if grace is None else int(grace)
 
 
 def pod_labels(

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from kubetrain.sdk import TrainingClient
+from kubetrain.sdk.client import _delete_options
 
 
 @pytest.fixture
@@ -41,3 +42,17 @@ def test_create_needs_a_job_a_function_or_an_image(client: TrainingClient) -> No
 
 def test_local_runs_live_in_the_default_namespace(client: TrainingClient) -> None:
     assert client.namespace == "default"
+
+
+def test_delete_options_may_be_a_dict_or_a_v1_delete_options_like_object() -> None:
+    class V1DeleteOptions:
+        propagation_policy = "Orphan"
+        grace_period_seconds = 5
+
+    assert _delete_options({"propagationPolicy": "Foreground"}) == ("Foreground", None)
+    assert _delete_options(V1DeleteOptions()) == ("Orphan", 5)
+
+
+def test_an_unknown_propagation_policy_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="Background, Foreground, Orphan"):
+        _delete_options({"propagationPolicy": "Later"})

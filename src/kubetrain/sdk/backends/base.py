@@ -52,7 +52,17 @@ class Backend(Protocol):
 
     def scale(self, kind: JobKind, namespace: str, name: str, replicas: int) -> TrainingJob: ...
 
-    def delete(self, kind: JobKind, namespace: str, name: str) -> None: ...
+    def delete(
+        self,
+        kind: JobKind,
+        namespace: str,
+        name: str,
+        *,
+        propagation: str | None = None,
+        grace_period: int | None = None,
+    ) -> None:
+        """``propagation``: Background (default), Foreground or Orphan, as the API's propagationPolicy."""
+        ...
 
     def pods(self, namespace: str, job_name: str, labels: Mapping[str, str]) -> list[Pod]:
         """The job's pods carrying ``labels`` (locally: one synthesized Pod per replica process)."""

@@ -17,7 +17,7 @@ import httpx2
 from lightkube import ALL_NS, ApiError, Client, ConfigError, KubeConfig, SingleConfig, operators
 from lightkube.generic_resource import GenericNamespacedResource, create_namespaced_resource
 from lightkube.resources.core_v1 import Event, Pod
-from lightkube.types import PatchType
+from lightkube.types import CascadeType, PatchType
 
 from kubetrain.api.jobs import TrainingJob
 from kubetrain.api.manifest import parse_job
@@ -217,11 +217,22 @@ class KubernetesBackend:
         )
         return self.get(kind, namespace, name)
 
-    def delete(self, kind: JobKind, namespace: str, name: str) -> None:
+    def delete(
+        self,
+        kind: JobKind,
+        namespace: str,
+        name: str,
+        *,
+        propagation: str | None = None,
+        grace_period: int | None = None,
+    ) -> None:
         res = resource(kind)
+        cascade = CascadeType(propagation) if propagation else None
         self._call(
             f"Failed to delete {kind}: {namespace}/{name}",
-            lambda: self.client.delete(res, name, namespace=namespace),
+            lambda: self.client.delete(
+                res, name, namespace=namespace, cascade=cascade, grace_period=grace_period
+            ),
             missing=f"{kind} {namespace}/{name} not found",
         )
 

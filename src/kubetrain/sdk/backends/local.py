@@ -134,7 +134,16 @@ class LocalBackend:
         field = current.replica_specs_path.removeprefix("spec.")
         return self.patch(kind, namespace, name, {"spec": {field: {replica_type: {"replicas": replicas}}}})
 
-    def delete(self, kind: JobKind, namespace: str, name: str) -> None:
+    def delete(
+        self,
+        kind: JobKind,
+        namespace: str,
+        name: str,
+        *,
+        propagation: str | None = None,
+        grace_period: int | None = None,
+    ) -> None:
+        """Stop the run (its replicas always go with it) and remove its state."""
         self.get(kind, namespace, name)
         directory = RunDirectory(self.state_dir, name)
         self._stop(directory)
