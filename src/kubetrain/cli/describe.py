@@ -15,6 +15,7 @@ from kubetrain.cli.jobs import (
     NamespaceOption,
     StateDirOption,
     Target,
+    complete_kind,
     find_job,
     kind_name,
     reported_errors,
@@ -24,7 +25,10 @@ from kubetrain.cli.jobs import (
 
 def describe(
     kind_or_name: str = typer.Argument(
-        ..., metavar="KIND", help="The job's kind (or KIND/NAME, or just NAME)."
+        ...,
+        metavar="KIND",
+        help="The job's kind (or KIND/NAME, or just NAME).",
+        autocompletion=complete_kind,
     ),
     name: str | None = typer.Argument(None, metavar="[NAME]", help="The job's name."),
     namespace: str | None = NamespaceOption,

@@ -28,7 +28,7 @@ from kubetrain.sdk.errors import (
     JobNotFoundError,
     TrainingApiError,
 )
-from kubetrain.sdk.kinds import JobKind, resolve_kind
+from kubetrain.sdk.kinds import KINDS, JobKind, resolve_kind
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -94,6 +94,11 @@ def reported_errors() -> Iterator[None]:
         fail(str(error), EXIT_USAGE)
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
+
+
+def complete_kind(incomplete: str) -> list[str]:
+    """Shell completion of KIND: the plural of every kind (what kubectl users type)."""
+    return [k.plural for k in KINDS if k.version == "v1" and k.plural.startswith(incomplete.lower())]
 
 
 def split_kind_and_name(kind_or_name: str | None, name: str | None) -> tuple[JobKind | None, str | None]:

@@ -17,6 +17,7 @@ from kubetrain.cli.jobs import (
     NamespaceOption,
     StateDirOption,
     Target,
+    complete_kind,
     find_job,
     kind_name,
     reported_errors,
@@ -25,7 +26,9 @@ from kubetrain.cli.jobs import (
 from kubetrain.cli.tables import qualified_name
 from kubetrain.sdk import TrainingClient
 
-KindArgument = typer.Argument(..., metavar="KIND", help="The job's kind (or KIND/NAME, or just NAME).")
+KindArgument = typer.Argument(
+    ..., metavar="KIND", help="The job's kind (or KIND/NAME, or just NAME).", autocompletion=complete_kind
+)
 NameArgument = typer.Argument(None, metavar="[NAME]", help="The job's name.")
 
 

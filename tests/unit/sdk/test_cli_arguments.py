@@ -6,7 +6,7 @@ import pytest
 import typer
 from typer.main import get_command
 
-from kubetrain.cli.jobs import split_kind_and_name
+from kubetrain.cli.jobs import complete_kind, split_kind_and_name
 from kubetrain.cli.main import app
 from kubetrain.cli.wait import parse_condition, parse_duration
 
@@ -48,3 +48,8 @@ def test_every_job_command_has_an_example_and_a_local_flag(command: str) -> None
     click_command = group.commands[command]
     assert "Example: kubetrain " + command in (click_command.help or "")
     assert any("--local" in p.opts for p in click_command.params)
+
+
+def test_kind_completion_offers_the_plurals_that_match() -> None:
+    assert complete_kind("py") == ["pytorchjobs"]
+    assert "tfjobs" in complete_kind("")
