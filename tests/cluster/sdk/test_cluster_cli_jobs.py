@@ -104,13 +104,19 @@ def test_describe_shows_the_replicas_pods_and_the_operators_events(
 
 
 @pytest.mark.usefixtures("operator")
+@pytest.mark.parametrize("follow", [[], ["--follow"]], ids=["read", "follow"])
 def test_logs_without_a_kubelet_is_a_one_line_error(
-    kubetrain: Any, tmp_path: Path, kube_api: KubeApi, namespace: str, pod_driver: PodDriver
+    kubetrain: Any,
+    tmp_path: Path,
+    kube_api: KubeApi,
+    namespace: str,
+    pod_driver: PodDriver,
+    follow: list[str],
 ) -> None:
     submit(kubetrain, tmp_path, "quiet")
     for pod in pods_of(kube_api, namespace, 2):
         pod_driver.run((namespace, pod))
-    result = kubetrain("logs", "quiet")
+    result = kubetrain("logs", "quiet", *follow)
     assert result.exit_code == 1
     assert result.stderr.count("\n") == 1
     assert "no kubelet serves logs on this cluster" in result.stderr
