@@ -239,3 +239,17 @@ def test_sigterm_stops_every_replica_and_exits_143(tmp_path: Path, state_dir: Pa
 
     assert runner.wait(timeout=30) == 143
     assert [pid for pid in pids if psutil.pid_exists(pid)] == []
+
+
+def test_a_command_that_cannot_be_executed_fails_its_replica_with_127(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    job = python_job("not-found", {"Master": (1, [EXIT_WITH, "0"])})
+    job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["command"] = [
+        "no-such-program-anywhere"
+    ]
+    run = kubetrain_run(write_manifest(tmp_path, job), state_dir)
+    assert run.returncode == 1
+    assert run.replica("master-0")["exit_codes"] == [127]
+    (message,) = run.lines_of("master-0")
+    assert message.startswith("kubetrain: cannot start 'no-such-program-anywhere'")

@@ -25,6 +25,8 @@ from pathlib import Path
 from kubetrain.engine.types import ObservedReplica, Phase
 from kubetrain.local.logs import LINE_LIMIT, ReplicaLog
 
+CANNOT_START_EXIT_CODE = 127
+"""Reported when the program cannot be executed (not found, not executable), as a shell does."""
 EXIT_PUMP_TIMEOUT = 2.0
 """How long to wait for a pipe to drain after the group was killed (a daemonised escapee may hold it)."""
 
@@ -88,13 +90,28 @@ class ReplicaProcess:
         self._supervisor: asyncio.Task[None] | None = None
         self._exited = asyncio.Event()
         self._stopping = False
+        self._start_failed = False
 
     # --- lifecycle ---------------------------------------------------------------------------
 
     async def start(self) -> None:
+        """Start the process; a program that cannot be executed is a replica that failed at once."""
         self.log.open()
-        await self._spawn()
+        try:
+            await self._spawn()
+        except OSError as error:
+            self._fail_to_start(error)
+            return
         self._supervisor = asyncio.create_task(self._supervise(), name=f"supervise {self.spec.prefix}")
+
+    def _fail_to_start(self, error: OSError) -> None:
+        self.log.write(f"kubetrain: cannot start {self.spec.argv[0]!r}: {error.strerror or error}")
+        self.log.close()
+        self.state.running = False
+        self.state.exit_code = CANNOT_START_EXIT_CODE
+        self.state.history.append(CANNOT_START_EXIT_CODE)
+        self._start_failed = True
+        self._on_change()
 
     async def _spawn(self) -> None:
         loop = asyncio.get_running_loop()
@@ -148,10 +165,7 @@ class ReplicaProcess:
             try:
                 await self._spawn()
             except OSError as error:
-                self.log.write(f"kubetrain: cannot restart {self.spec.argv[0]}: {error}")
-                self.state.exit_code = 127
-                self.log.close()
-                self._on_change()
+                self._fail_to_start(error)
                 return
 
     async def stop(self, grace_period: float) -> None:
@@ -175,7 +189,7 @@ class ReplicaProcess:
 
     @property
     def finished(self) -> bool:
-        return self._supervisor is not None and self._supervisor.done()
+        return self._start_failed or (self._supervisor is not None and self._supervisor.done())
 
     # --- observation -------------------------------------------------------------------------
 

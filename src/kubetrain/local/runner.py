@@ -231,13 +231,7 @@ class LocalRun:
         spec = self.specs[key]
         log = ReplicaLog(spec.prefix, self.directory.log_path(spec.prefix), self.display.line)
         process = ReplicaProcess(spec, log, self._changed.set)
-        try:
-            await process.start()
-        except OSError as error:
-            log.write(f"kubetrain: cannot start {spec.argv[0]!r}: {error}")
-            log.close()
-            process.state.exit_code = 127
-            process.state.history.append(127)
+        await process.start()
         self.processes[key] = process
 
     async def _delete(self, replica_type: str, index: int, reason: str) -> None:
