@@ -112,6 +112,10 @@ class Framework(ABC, Generic[JobT]):
     to its own directory and rewrites env values under this path to point there."""
     config_file_modes: ClassVar[Mapping[str, int]] = {}
     """File mode of each ``config_files`` entry when mounted (MPI: scripts 0o555, hostfile 0o444)."""
+    local_root_env: ClassVar[Mapping[str, str]] = {}
+    """Env a replica needs to run as root, which its image would normally provide (Open MPI refuses
+    root without ``OMPI_ALLOW_RUN_AS_ROOT``). The local substrate, which has no image, adds it under
+    the template's env when it runs as root."""
 
     @property
     def kind(self) -> str:

@@ -46,6 +46,7 @@ from kubetrain.frameworks.mpi_common import (
     HOSTFILE,
     LAUNCHER,
     LOCALHOST,
+    OPEN_MPI_ROOT_ENV,
     WORKER,
     config_mount,
     config_volume,
@@ -80,6 +81,7 @@ class MPIFramework(Framework[MPIJob]):
     env_target: ClassVar[EnvTarget] = EnvTarget.FIRST_CONTAINER
     per_replica_services: ClassVar[bool] = False
     config_mount_path: ClassVar[str | None] = CONFIG_MOUNT_PATH
+    local_root_env: ClassVar[Mapping[str, str]] = OPEN_MPI_ROOT_ENV
     config_file_modes: ClassVar[Mapping[str, int]] = {KUBEXEC: 0o555, HOSTFILE: 0o444, DISCOVER_HOSTS: 0o555}
 
     # --- defaulting ---------------------------------------------------------------------------

@@ -17,6 +17,8 @@ HOSTFILE = "hostfile"
 DISCOVER_HOSTS = "discover_hosts.sh"
 LOCALHOST = "localhost"
 EVICTED = "Evicted"
+OPEN_MPI_ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+"""What MPI images set so ``mpirun`` may run as root (containers usually do)."""
 
 
 def launcher_name(job: TrainingJob) -> str:

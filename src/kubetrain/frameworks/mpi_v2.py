@@ -46,6 +46,7 @@ from kubetrain.frameworks.mpi_common import (
     HOSTFILE,
     LAUNCHER,
     LOCALHOST,
+    OPEN_MPI_ROOT_ENV,
     WORKER,
     config_mount,
     config_volume,
@@ -86,6 +87,7 @@ class MPIV2Framework(Framework[MPIJobV2]):
     per_replica_services: ClassVar[bool] = False
     managed_by_self: ClassVar[str] = "kubeflow.org/mpi-operator"
     config_mount_path: ClassVar[str | None] = CONFIG_MOUNT_PATH
+    local_root_env: ClassVar[Mapping[str, str]] = OPEN_MPI_ROOT_ENV
     config_file_modes: ClassVar[Mapping[str, int]] = {HOSTFILE: 0o444, DISCOVER_HOSTS: 0o555}
 
     # --- defaulting ---------------------------------------------------------------------------

@@ -127,11 +127,9 @@ class LocalRun:
         mounts = self._config_mounts()
         specs: dict[ReplicaKey, LaunchSpec] = {}
         for key, plan in self.plans.items():
-            extra = (
-                {CUDA_VISIBLE_DEVICES: ",".join(devices[short_name(*key)])}
-                if short_name(*key) in devices
-                else {}
-            )
+            extra = dict(self.framework.local_root_env) if os.geteuid() == 0 else {}
+            if short_name(*key) in devices:
+                extra[CUDA_VISIBLE_DEVICES] = ",".join(devices[short_name(*key)])
             spec = launch_spec(plan, self.job, cwd=self.options.cwd, base_env=base_env, extra_env=extra)
             specs[key] = _remount(spec, mounts)
         return specs
@@ -158,8 +156,7 @@ class LocalRun:
         for name, content in self.config_files.items():
             path = self.directory.config_dir / name
             path.write_text(content, encoding="utf-8")
-            if content.startswith("#!"):
-                path.chmod(0o755)
+            path.chmod(self.framework.config_file_modes.get(name, 0o644))
 
     # --- the loop ------------------------------------------------------------------------------
 
