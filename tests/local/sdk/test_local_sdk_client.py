@@ -157,3 +157,22 @@ def test_the_job_kind_is_checked_when_reading_a_run(client: TrainingClient) -> N
     client.create_job(name="fn", train_func=train_with_parameters, parameters={"lr": 1.0}, num_workers=1)
     with pytest.raises(JobNotFoundError):
         client.get_job("fn", job_kind="TFJob")
+
+
+def test_following_logs_prints_each_line_as_upstream_and_returns_them(
+    client: TrainingClient, capsys: pytest.CaptureFixture[str]
+) -> None:
+    client.create_job(pytorch_job("printed", "print('one')\nprint('two')"))
+    logs, events = client.get_job_logs("printed", follow=True, verbose=True)
+    assert capsys.readouterr().out == "[Pod printed-master-0]: one\n[Pod printed-master-0]: two\n"
+    assert logs == {"printed-master-0": "one\ntwo\n"}
+    assert "PyTorchJob/printed" in events
+
+
+def test_a_callback_sees_the_job_at_every_poll(client: TrainingClient) -> None:
+    seen: list[str] = []
+    client.create_job(pytorch_job("watched", "print('x')"))
+    client.wait_for_job_conditions(
+        "watched", polling_interval=0.1, wait_timeout=60, callback=lambda job: seen.append(job.name)
+    )
+    assert seen and set(seen) == {"watched"}

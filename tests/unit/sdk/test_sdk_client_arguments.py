@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kubetrain.sdk import TrainingClient
+from kubetrain.sdk import BackendUnavailableError, TrainingClient
 from kubetrain.sdk.client import _delete_options
 
 
@@ -56,3 +56,19 @@ def test_delete_options_may_be_a_dict_or_a_v1_delete_options_like_object() -> No
 def test_an_unknown_propagation_policy_is_a_value_error() -> None:
     with pytest.raises(ValueError, match="Background, Foreground, Orphan"):
         _delete_options({"propagationPolicy": "Later"})
+
+
+def test_a_missing_kubeconfig_is_backend_unavailable_naming_the_fixes(tmp_path: Path) -> None:
+    with pytest.raises(BackendUnavailableError, match="set KUBECONFIG or pass --kubeconfig"):
+        TrainingClient(config_file=str(tmp_path / "absent"))
+
+
+def test_the_namespace_defaults_to_the_kubeconfig_contexts(tmp_path: Path) -> None:
+    config = tmp_path / "kubeconfig"
+    config.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: k, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: k, user: u, namespace: team-a}}]\n"
+    )
+    assert TrainingClient(config_file=str(config)).namespace == "team-a"
