@@ -176,3 +176,13 @@ def test_a_callback_sees_the_job_at_every_poll(client: TrainingClient) -> None:
         "watched", polling_interval=0.1, wait_timeout=60, callback=lambda job: seen.append(job.name)
     )
     assert seen and set(seen) == {"watched"}
+
+
+def test_scaling_a_local_run_restarts_it_with_the_new_worker_count(client: TrainingClient) -> None:
+    client.create_job(pytorch_job("wide", SLEEP, SLEEP, workers=1))
+    try:
+        scaled = client.scale_job("wide", 2)
+        assert scaled.replica_specs["Worker"].replicas == 2
+        assert client.get_job_pod_names("wide", replica_type="worker") == ["wide-worker-0", "wide-worker-1"]
+    finally:
+        client.delete_job("wide")
