@@ -38,7 +38,7 @@ colour off. Shell completion: `kubetrain --install-completion`.
 
 def _option_row(param: Any) -> str:
     names = ", ".join(f"`{o}`" for o in [*param.opts, *param.secondary_opts])
-    help_text = (getattr(param, "help", None) or "").replace("|", "\\|")
+    help_text = _cell(getattr(param, "help", None) or "")
     default = None if getattr(param, "is_flag", False) else param.default
     if default not in (None, False, (), []):
         shown = getattr(default, "value", default)
@@ -46,6 +46,11 @@ def _option_row(param: Any) -> str:
     if getattr(param, "required", False):
         help_text += " Required."
     return f"| {names} | {help_text.strip()} |"
+
+
+def _cell(text: str) -> str:
+    """Help text safe inside a Markdown table cell (``|`` splits cells, ``<type>`` would read as HTML)."""
+    return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _metavar(argument: Any) -> str:
@@ -64,7 +69,7 @@ def command_reference(name: str) -> str:
     lines = [f"## kubetrain {name}", "", "```", usage, "```", "", inspect.cleandoc(command.help or ""), ""]
     if arguments:
         lines += ["| Argument | Description |", "|---|---|"]
-        lines += [f"| `{_metavar(p)}` | {getattr(p, 'help', '') or ''} |" for p in arguments]
+        lines += [f"| `{_metavar(p)}` | {_cell(getattr(p, 'help', '') or '')} |" for p in arguments]
         lines.append("")
     if options:
         lines += ["| Option | Description |", "|---|---|", *(_option_row(p) for p in options), ""]
