@@ -10,6 +10,7 @@ exactly those processes.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 import shutil
@@ -352,7 +353,7 @@ def start(
 
 
 def _reset_run_dir(run_dir: Path) -> None:
-    for name in ("etcd-data", "pki", "pids", "logs", STATE_FILE):
+    for name in ("etcd-data", "pki", "pids", "commands", "logs", STATE_FILE):
         path = run_dir / name
         if path.is_dir():
             shutil.rmtree(path)
@@ -433,3 +434,120 @@ def status(run_dir: Path) -> EnvtestStatus:
         except (httpx.HTTPError, ApiError, OSError, ValueError):
             api_ready = False
     return EnvtestStatus(run_dir, state, components, api_ready)
+
+
+class GarbageCollectionProbe:
+    """A readiness check for a restarted controller-manager: its garbage collector collects again (it needs
+    a while to rediscover and resync every resource, longer than /healthz says)."""
+
+    def __init__(self, kubeconfig: Path) -> None:
+        self._kubeconfig = kubeconfig
+        self._owned: str | None = None
+
+    def __call__(self) -> bool:
+        configmaps = "/api/v1/namespaces/kube-system/configmaps"
+        with KubeApi.from_kubeconfig(self._kubeconfig) as api:
+            if self._owned is None:
+                owner = api.create(configmaps, {"metadata": {"generateName": "envtest-gc-probe-"}})
+                owned = api.create(
+                    configmaps,
+                    {
+                        "metadata": {
+                            "generateName": "envtest-gc-probe-owned-",
+                            "ownerReferences": [
+                                {
+                                    "apiVersion": "v1",
+                                    "kind": "ConfigMap",
+                                    "name": owner["metadata"]["name"],
+                                    "uid": owner["metadata"]["uid"],
+                                }
+                            ],
+                        }
+                    },
+                )
+                self._owned = f"{configmaps}/{owned['metadata']['name']}"
+                api.delete(f"{configmaps}/{owner['metadata']['name']}")
+            return not api.exists(self._owned)
+
+
+def _component_ready(run_dir: Path, state: EnvtestState, name: str) -> Callable[[], bool]:
+    ports = state.ports
+    if name == "etcd":
+        return lambda: _http_ok(f"http://127.0.0.1:{ports.etcd_client}/health")
+    if name == "kube-apiserver":
+
+        def api_ready() -> bool:
+            with KubeApi.from_kubeconfig(state.kubeconfig) as api:
+                return api.is_ok("/readyz")
+
+        return api_ready
+    if name == "kube-controller-manager":
+        probe = GarbageCollectionProbe(state.kubeconfig)
+        return lambda: (
+            _http_ok(f"https://127.0.0.1:{ports.controller_manager}/healthz", verify=False) and probe()
+        )
+    if name == "kube-scheduler":
+        return lambda: _http_ok(f"https://127.0.0.1:{ports.scheduler}/healthz", verify=False)
+    if name == "node-heartbeat":
+        return lambda: True
+    raise ValueError(f"unknown component {name!r}; one of {', '.join(COMPONENT_ORDER)}")
+
+
+def _listening_ports(ports: Ports, name: str) -> list[int]:
+    return {
+        "etcd": [ports.etcd_client, ports.etcd_peer],
+        "kube-apiserver": [ports.apiserver],
+        "kube-controller-manager": [ports.controller_manager],
+        "kube-scheduler": [ports.scheduler],
+    }.get(name, [])
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        # As Go's listeners do: connections of the previous process lingering in TIME_WAIT do not count.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def stop_component(run_dir: Path, name: str, crash: bool = False) -> bool:
+    """Fault injection: stop one component; True if it ran. ``crash`` kills it at once (SIGKILL), as a crash
+    would; otherwise it shuts down gracefully (an API server with open watches takes up to 10 s)."""
+    if name not in COMPONENT_ORDER:
+        raise ValueError(f"unknown component {name!r}; one of {', '.join(COMPONENT_ORDER)}")
+    return processes.terminate(run_dir, name, grace_seconds=0 if crash else 10.0)
+
+
+def start_component(run_dir: Path, name: str, timeout: float = 60.0) -> float:
+    """Start a stopped component again, same flags and ports, and wait until it is ready; returns seconds.
+    etcd keeps its data, so objects survive an etcd or API server restart."""
+    state = EnvtestState.read(run_dir)
+    if state is None:
+        raise EnvtestError(f"no envtest was started in {run_dir}")
+    ready = _component_ready(run_dir, state, name)
+    for port in _listening_ports(state.ports, name):
+        _wait_for(f"port {port} of {name} to be free", functools.partial(_port_free, port), None, timeout)
+    record = processes.respawn(run_dir, name)
+    return _wait_for(f"{name} after a restart", ready, record, timeout)
+
+
+def restart_component(run_dir: Path, name: str, crash: bool = False, timeout: float = 60.0) -> float:
+    """Fault injection: stop (or crash) and start one component; returns the seconds until it was ready."""
+    stop_component(run_dir, name, crash)
+    return start_component(run_dir, name, timeout)
+
+
+def restart_controllers(run_dir: Path, timeout: float = 60.0) -> float:
+    """Fresh kube-scheduler and controller-manager, ready (the garbage collector collecting) in seconds.
+
+    After an API server outage both recover only through their clients' backoff: seen here, the scheduler
+    bound nothing for over 30 s (its watches were refused while the new API server's RBAC warmed up) and
+    the garbage collector stalled until its 30-s resync. Tests that restart the API server call this
+    afterwards so later tests do not inherit that."""
+    started = time.monotonic()
+    for name in ("kube-scheduler", "kube-controller-manager"):
+        restart_component(run_dir, name, timeout=timeout)
+    return time.monotonic() - started

@@ -20,6 +20,7 @@ import psutil
 
 # Popen objects of children started here; kept so they are not finalised (and warned about) while still
 # running.
+KILL_WAIT_SECONDS = 5.0
 _CHILDREN: list[subprocess.Popen[bytes]] = []
 
 
@@ -38,6 +39,13 @@ class ProcessRecord:
                 abs(process.create_time() - self.create_time) < 1.0
                 and process.status() != psutil.STATUS_ZOMBIE
             )
+        except psutil.Error:
+            return False
+
+    def exists(self) -> bool:
+        """Alive or a zombie not yet reaped."""
+        try:
+            return abs(psutil.Process(self.pid).create_time() - self.create_time) < 1.0
         except psutil.Error:
             return False
 
@@ -74,6 +82,10 @@ def spawn(
             cwd=run_dir,
         )
     _CHILDREN.append(child)
+    # Kept apart from the pid file, which stop removes, so a stopped component can be started again.
+    command = command_file(run_dir, name)
+    command.parent.mkdir(parents=True, exist_ok=True)
+    command.write_text(json.dumps(list(argv)) + "\n")
     record = ProcessRecord(name, child.pid, psutil.Process(child.pid).create_time(), log)
     path = pid_file(run_dir, name)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -81,6 +93,19 @@ def spawn(
         json.dumps({"pid": record.pid, "create_time": record.create_time, "log": str(log)}) + "\n"
     )
     return record
+
+
+def command_file(run_dir: Path, name: str) -> Path:
+    return run_dir / "commands" / f"{name}.json"
+
+
+def respawn(run_dir: Path, name: str) -> ProcessRecord:
+    """Start a component again with the command line it was last started with (after ``terminate``)."""
+    try:
+        argv = json.loads(command_file(run_dir, name).read_text())
+    except OSError as error:
+        raise FileNotFoundError(f"{name} was never started in {run_dir}") from error
+    return spawn(run_dir, name, argv)
 
 
 def read_record(run_dir: Path, name: str) -> ProcessRecord | None:
@@ -93,26 +118,36 @@ def read_record(run_dir: Path, name: str) -> ProcessRecord | None:
 
 
 def terminate(run_dir: Path, name: str, grace_seconds: float = 10.0) -> bool:
-    """SIGTERM the recorded process, SIGKILL it after the grace period; remove its pid file. True if it was
-    alive."""
+    """SIGTERM the recorded process and SIGKILL it after the grace period (at once when that is 0); remove
+    its pid file. True if it was alive."""
     record = read_record(run_dir, name)
     if record is None:
         return False
     was_running = record.is_running()
     if was_running:
-        _signal(record.pid, signal.SIGTERM)
-        deadline = time.monotonic() + grace_seconds
-        while record.is_running() and time.monotonic() < deadline:
-            _reap(record.pid)
-            time.sleep(0.05)
-        if record.is_running():
+        if grace_seconds > 0:
+            _signal(record.pid, signal.SIGTERM)
+        if not _wait_gone(record, grace_seconds):
             _signal(record.pid, signal.SIGKILL)
-            while record.is_running():
-                _reap(record.pid)
-                time.sleep(0.05)
+            _wait_gone(record, KILL_WAIT_SECONDS)
     _reap(record.pid)
     pid_file(run_dir, name).unlink(missing_ok=True)
     return was_running
+
+
+def _wait_gone(record: ProcessRecord, timeout: float) -> bool:
+    """Wait until the process is reaped, not merely a zombie: a multi-threaded process's leader turns zombie
+    while its other threads may still hold its sockets open, and a restart on the same port would then
+    fail with "address already in use". A zombie nobody reaps (its parent is alive but not ours) is
+    accepted once the timeout has passed."""
+    deadline = time.monotonic() + timeout
+    while True:
+        _reap(record.pid)
+        if not record.exists():
+            return True
+        if time.monotonic() >= deadline:
+            return not record.is_running()
+        time.sleep(0.05)
 
 
 def _signal(pid: int, signum: signal.Signals) -> None:

@@ -40,3 +40,28 @@ def test_a_pid_reused_by_another_process_is_not_signalled(tmp_path: Path) -> Non
 
 def test_terminating_a_name_that_was_never_started_reports_nothing_running(tmp_path: Path) -> None:
     assert not processes.terminate(tmp_path, "never-started")
+
+
+def test_terminating_with_no_grace_kills_at_once_even_a_process_ignoring_sigterm(tmp_path: Path) -> None:
+    stubborn = [
+        sys.executable,
+        "-c",
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)",
+    ]
+    record = processes.spawn(tmp_path, "stubborn", stubborn)
+
+    assert processes.terminate(tmp_path, "stubborn", grace_seconds=0)
+
+    assert not record.is_running()
+
+
+def test_a_terminated_process_can_be_started_again_with_its_recorded_command(tmp_path: Path) -> None:
+    first = processes.spawn(tmp_path, "sleeper", SLEEPER)
+    processes.terminate(tmp_path, "sleeper")
+
+    second = processes.respawn(tmp_path, "sleeper")
+    try:
+        assert second.is_running()
+        assert second.pid != first.pid
+    finally:
+        processes.terminate(tmp_path, "sleeper")
