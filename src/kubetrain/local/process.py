@@ -91,6 +91,7 @@ class ReplicaProcess:
         self._exited = asyncio.Event()
         self._stopping = False
         self._start_failed = False
+        self._stop_requested = asyncio.Event()
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -157,7 +158,9 @@ class ReplicaProcess:
                 return
             self.state.restarts += 1
             self._on_change()
-            await asyncio.sleep(restart_delay(self.state.restarts))
+            # Wait out the back-off, but a stop request ends the wait at once.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop_requested.wait(), restart_delay(self.state.restarts))
             if self._stopping:
                 self.log.close()
                 self._on_change()
@@ -171,6 +174,7 @@ class ReplicaProcess:
     async def stop(self, grace_period: float) -> None:
         """SIGTERM the process group, wait ``grace_period`` seconds, then SIGKILL it; reap."""
         self._stopping = True
+        self._stop_requested.set()
         process = self._process
         if process is not None and process.returncode is None:
             kill_group(process.pid, signal.SIGTERM)
@@ -184,6 +188,7 @@ class ReplicaProcess:
     def kill_now(self) -> None:
         """SIGKILL the group at once (a second Ctrl-C)."""
         self._stopping = True
+        self._stop_requested.set()
         if self._process is not None and self._process.returncode is None:
             kill_group(self._process.pid, signal.SIGKILL)
 
