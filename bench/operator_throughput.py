@@ -242,8 +242,12 @@ async def measure(
             task.cancel()
         operator.terminate()
         operator.wait(30)
-        await client.http.delete(f"/api/v1/namespaces/{plain_ns}")
-        await client.http.delete(f"/api/v1/namespaces/{operator_ns}")
+        for namespace in (plain_ns, operator_ns):
+            # No kubelet finishes graceful deletions here: bound pods would stay Terminating, keep their
+            # node's pod slots, and leave the shared envtest unable to schedule anything.
+            pods = f"/api/v1/namespaces/{namespace}/pods"
+            await client.http.request("DELETE", pods, json={"gracePeriodSeconds": 0})
+            await client.http.delete(f"/api/v1/namespaces/{namespace}")
         await client.aclose()
 
     def delta(key: str) -> float:

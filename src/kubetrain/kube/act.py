@@ -57,10 +57,10 @@ log = logging.getLogger(__name__)
 
 KubeObject = Mapping[str, Any]
 
-MAX_IN_FLIGHT = 12
+MAX_IN_FLIGHT = 16
 """Concurrent writes across all workers. The HTTP client keeps 20 idle connections alive; more requests in
 flight than that open connections that are closed after one use, and every new one costs a TLS handshake
-on both sides (measured: 7 handshakes per job at 32 in flight; with the event senders this stays under 20)."""
+on both sides (measured: 7 handshakes per job at 32 in flight). 16 writes plus the 4 event senders fit."""
 
 
 def job_path(framework: Framework[Any], namespace: str, name: str) -> str:

@@ -1,7 +1,9 @@
 """Kubernetes Events about jobs, sent in the background like client-go's recorder.
 
-A reconcile never waits for its events: they are queued and a few sender tasks post them. An event that
-cannot be posted is logged and dropped (events are best-effort on every Kubernetes controller).
+A reconcile never waits for its events: they are queued and a few sender tasks post them, stamped with
+the time they were recorded. Senders hold back while the controllers have work waiting, so a burst of
+events never delays the status writes users wait on. An event that cannot be posted is logged and
+dropped (events are best-effort on every Kubernetes controller).
 """
 
 from __future__ import annotations
@@ -9,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,6 +24,7 @@ log = logging.getLogger(__name__)
 
 SENDERS = 4
 MAX_QUEUED = 10_000
+BUSY_POLL_SECONDS = 0.05
 
 
 @dataclass(frozen=True)
@@ -33,12 +36,13 @@ class EventRecord:
     message: str
     component: str
     """``source.component``: the controller name, as upstream."""
+    at: datetime = field(default_factory=lambda: datetime.now(UTC))
 
 
-def event_manifest(record: EventRecord, now: datetime) -> dict[str, Any]:
+def event_manifest(record: EventRecord) -> dict[str, Any]:
     metadata = record.involved.get("metadata") or {}
     namespace = metadata.get("namespace") or "default"
-    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = record.at.strftime("%Y-%m-%dT%H:%M:%SZ")
     return {
         "apiVersion": "v1",
         "kind": "Event",
@@ -64,8 +68,9 @@ def event_manifest(record: EventRecord, now: datetime) -> dict[str, Any]:
 
 
 class EventRecorder:
-    def __init__(self, http: httpx2.AsyncClient) -> None:
+    def __init__(self, http: httpx2.AsyncClient, busy: Callable[[], bool] = lambda: False) -> None:
         self._http = http
+        self._busy = busy
         self._queue: asyncio.Queue[EventRecord] = asyncio.Queue(MAX_QUEUED)
         self._senders: list[asyncio.Task[None]] = []
         self.sent = 0
@@ -94,8 +99,10 @@ class EventRecorder:
     async def _send_forever(self) -> None:
         while True:
             record = await self._queue.get()
+            while self._busy():
+                await asyncio.sleep(BUSY_POLL_SECONDS)
             try:
-                manifest = event_manifest(record, datetime.now(UTC))
+                manifest = event_manifest(record)
                 path = f"/api/v1/namespaces/{manifest['metadata']['namespace']}/events"
                 response = await self._http.post(path, json=manifest)
                 raise_for_status(response, response.content)

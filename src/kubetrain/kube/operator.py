@@ -83,9 +83,13 @@ class Operator:
         self.settings = settings
         self.metrics = OperatorMetrics()
         self.expectations = Expectations()
-        self.events = EventRecorder(client.http)
+        self.events = EventRecorder(client.http, busy=self._work_waiting)
         self.informers: list[Informer] = []
         self.controllers: list[JobController] = []
+
+    def _work_waiting(self) -> bool:
+        """Some job key is ready for a worker: events wait (they are best-effort, reconciles are not)."""
+        return any(len(controller.queue) for controller in self.controllers)
 
     # --- wiring ---------------------------------------------------------------------------------
 
