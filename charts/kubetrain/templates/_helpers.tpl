@@ -1,0 +1,32 @@
+{{/* The name of every object: fullnameOverride, else the release name with "-kubetrain" unless it has it. */}}
+{{- define "kubetrain.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "kubetrain.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{- define "kubetrain.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+control-plane: kubeflow-training-operator
+{{- end -}}
+
+{{- define "kubetrain.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "kubetrain.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- required "serviceAccount.name: name the existing ServiceAccount the operator runs as (or set serviceAccount.create=true)" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}

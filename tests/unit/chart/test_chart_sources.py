@@ -1,0 +1,70 @@
+"""The Helm chart's sources agree with what they copy: the generated CRDs, the kustomize base's RBAC,
+the operator's flags and the package version. (Rendering them needs helm: tests/cluster/helm.)"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+import yaml
+
+from kubetrain.cli.main import app
+from kubetrain.frameworks.crds import MpiApi, all_crds, crd_file_name, crd_file_text
+
+ROOT = Path(__file__).resolve().parents[3]
+CHART = ROOT / "charts" / "kubetrain"
+# In-cluster, the operator uses its ServiceAccount; a kubeconfig flag makes no sense in the chart.
+NOT_CHART_VALUES = {"--kubeconfig", "--help"}
+
+GENERATED = {
+    "crds": all_crds(MpiApi.V2BETA1),
+    "crds-mpijob-v1": [crd for crd in all_crds(MpiApi.V1) if crd["spec"]["names"]["kind"] == "MPIJob"],
+}
+
+
+def operator_options() -> list[str]:
+    group = typer.main.get_command(app)
+    assert isinstance(group, typer.core.TyperGroup)
+    command = group.commands["operator"]
+    return [option for param in command.params for option in param.opts if option.startswith("--")]
+
+
+@pytest.mark.parametrize("directory", sorted(GENERATED))
+def test_the_charts_crd_files_are_what_the_generator_produces(directory: str) -> None:
+    expected = {crd_file_name(crd): crd_file_text(crd) for crd in GENERATED[directory]}
+    found = {path.name: path.read_text() for path in (CHART / "files" / directory).glob("*.yaml")}
+    stale = sorted(name for name in expected.keys() | found.keys() if expected.get(name) != found.get(name))
+    assert not stale, (
+        f"charts/kubetrain/files/{directory}: {', '.join(stale)} out of date; run `make manifests`"
+    )
+
+
+@pytest.mark.parametrize("option", sorted(set(operator_options()) - NOT_CHART_VALUES))
+def test_every_operator_flag_is_set_by_the_charts_deployment(option: str) -> None:
+    deployment = (CHART / "templates" / "deployment.yaml").read_text()
+    assert f"- {option}" in deployment, f"`kubetrain operator {option}` has no chart value; add one"
+
+
+def test_the_charts_cluster_role_rules_are_the_kustomize_bases() -> None:
+    template = (CHART / "templates" / "clusterrole.yaml").read_text()
+    chart_rules: Any = yaml.safe_load(template[template.index("\nrules:") :])["rules"]
+    base_rules: Any = yaml.safe_load((ROOT / "manifests" / "base" / "cluster-role.yaml").read_text())["rules"]
+    assert chart_rules == base_rules
+
+
+def test_the_charts_app_version_is_the_packages_version() -> None:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert chart["appVersion"] == project["version"]
+
+
+def test_the_default_image_runs_the_same_command_as_the_kustomize_base() -> None:
+    base = yaml.safe_load((ROOT / "manifests" / "base" / "deployment.yaml").read_text())
+    [container] = base["spec"]["template"]["spec"]["containers"]
+    repository = yaml.safe_load((CHART / "values.yaml").read_text())["image"]["repository"]
+    app_version = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
+    assert container["image"] == f"{repository}:{app_version}"
+    assert "command: [kubetrain, operator]" in (CHART / "templates" / "deployment.yaml").read_text()
