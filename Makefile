@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-core
 EXAMPLES_STAMP := $(VENV)/.installed-examples
 PYTEST := $(BIN)/pytest
 
-.PHONY: help install run test lint test-unit test-local test-cluster envtest-build manifests docs clean
+.PHONY: help install run test lint test-unit test-local test-cluster envtest-build helm-build manifests docs clean
 
 help:
 	@echo "make run   - train the example PyTorch DDP job locally (1 master + 2 workers)"
@@ -41,7 +41,7 @@ envtest-build: $(STAMP)
 
 # The cluster tier against a fresh envtest, stopped by the trap whether the tests pass or fail.
 ENVTEST_TEST_DIR := .state/envtest-make
-test-cluster: envtest-build
+test-cluster: envtest-build helm-build
 	trap '$(BIN)/kubetrain envtest stop --dir $(ENVTEST_TEST_DIR)' EXIT; \
 	$(BIN)/kubetrain envtest start --dir $(ENVTEST_TEST_DIR) >/dev/null && \
 	KUBETRAIN_ENVTEST_DIR=$(ENVTEST_TEST_DIR) $(PYTEST) tests/cluster -q
@@ -60,11 +60,19 @@ run: $(EXAMPLES_STAMP)
 test-local: $(EXAMPLES_STAMP)
 	$(PYTEST) tests/local -q
 
-# The checked-in CRDs and the field reference in docs/api.md; unit tests fail when they are stale.
+# helm, built from the module proxy like envtest (tools/helm pins it), cached in ~/.cache/kubetrain/helm/<version>/.
+helm-build: $(STAMP)
+	$(BIN)/python tools/helm/build.py
+
+# The checked-in CRDs (manifests/ and the Helm chart's copies) and the field reference in docs/api.md;
+# unit tests fail when they are stale.
 manifests: $(STAMP)
 	rm -f manifests/crds/*.yaml manifests/crds-mpijob-v1/*.yaml
 	$(BIN)/kubetrain manifests crds --output-dir manifests/crds
 	$(BIN)/kubetrain manifests crds --mpi-api v1 --kind MPIJob --output-dir manifests/crds-mpijob-v1
+	rm -f charts/kubetrain/files/crds/*.yaml charts/kubetrain/files/crds-mpijob-v1/*.yaml
+	$(BIN)/kubetrain manifests crds --output-dir charts/kubetrain/files/crds
+	$(BIN)/kubetrain manifests crds --mpi-api v1 --kind MPIJob --output-dir charts/kubetrain/files/crds-mpijob-v1
 	$(BIN)/kubetrain manifests api-reference --update docs/api.md
 
 # The job commands' reference in docs/cli.md, from their --help; a unit test fails when it is stale.
