@@ -1,8 +1,8 @@
 """Build the helm CLI pinned by this Go module, once per version, and print its path.
 
 Like envtest's binaries: built from the Go module proxy (a clean clone needs only the proxy, Go being fetched
-the way envtest fetches it), cached in ``~/.cache/kubetrain/helm/<version>/helm``, rebuilt when go.mod or
-go.sum change, atomically and under a lock so concurrent test sessions build once.
+the way envtest fetches it), cached in ``~/.cache/kubetrain/helm/<version>/helm``, rebuilt when go.mod,
+go.sum or this script change, atomically and under a lock so concurrent test sessions build once.
 
 Usage: python tools/helm/build.py  (``make helm-build``); ``$KUBETRAIN_HELM`` names a helm to use instead.
 """
@@ -24,6 +24,7 @@ MODULE = Path(__file__).resolve().parent
 HELM_ENV = "KUBETRAIN_HELM"
 PACKAGE = "helm.sh/helm/v3/cmd/helm"
 _HELM_REQUIRE = re.compile(r"^\s*(?:require\s+)?helm\.sh/helm/v3\s+(v\d+\.\d+\.\d+)\s*$", re.MULTILINE)
+_CLIENT_GO_REQUIRE = re.compile(r"^\s*k8s\.io/client-go\s+v0\.(\d+)\.\d+", re.MULTILINE)
 
 
 def helm_version() -> str:
@@ -33,13 +34,26 @@ def helm_version() -> str:
     return match.group(1)
 
 
+def ldflags(version: str) -> str:
+    """As helm's own Makefile: its version, and the Kubernetes version of its client-go (client-go v0.Y is
+    Kubernetes 1.Y), which ``helm template`` and ``helm lint`` check charts' kubeVersion against (a module
+    build without it claims v1.20)."""
+    match = _CLIENT_GO_REQUIRE.search((MODULE / "go.mod").read_text())
+    if match is None:
+        raise SystemExit(f"{MODULE / 'go.mod'}: no k8s.io/client-go requirement")
+    flags = ["-s", "-w", f"-X helm.sh/helm/v3/internal/version.version={version}"]
+    for package in ("helm.sh/helm/v3/pkg/lint/rules", "helm.sh/helm/v3/pkg/chartutil"):
+        flags += [f"-X {package}.k8sVersionMajor=1", f"-X {package}.k8sVersionMinor={match.group(1)}"]
+    return " ".join(flags)
+
+
 def cache_root() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kubetrain"
 
 
 def fingerprint() -> str:
     digest = hashlib.sha256()
-    for name in ("go.mod", "go.sum"):
+    for name in ("go.mod", "go.sum", "build.py"):
         digest.update(name.encode() + b"\0" + (MODULE / name).read_bytes() + b"\0")
     return digest.hexdigest()
 
@@ -52,9 +66,7 @@ def build(directory: Path, version: str) -> None:
     staging = directory.with_name(directory.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    # helm reports this version in `helm version`; without it, a module build says v3.x-dev.
-    ldflags = f"-s -w -X helm.sh/helm/v3/internal/version.version={version}"
-    command = [go, "build", "-trimpath", "-ldflags", ldflags, "-o", str(staging / "helm"), PACKAGE]
+    command = [go, "build", "-trimpath", "-ldflags", ldflags(version), "-o", str(staging / "helm"), PACKAGE]
     print(f"building helm {version} into {directory} (a minute or more when cold)", file=sys.stderr)
     env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"}
     done = subprocess.run(command, cwd=MODULE, env=env, stdout=sys.stderr, stderr=sys.stderr, check=False)

@@ -1,0 +1,97 @@
+"""Running helm and kubectl on charts/kubetrain for the chart tests.
+
+(A uniquely named module rather than a conftest: mypy sees every test directory as one tree.)
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kubetrain.envtest import binaries
+
+ROOT = Path(__file__).resolve().parents[3]
+CHART = ROOT / "charts" / "kubetrain"
+# manifests/base in namespace kubeflow
+STANDALONE = ROOT / "manifests" / "overlays" / "standalone"
+RELEASE = "kubetrain"
+RELEASE_NAMESPACE = "kubeflow"
+
+
+def build_helm() -> Path:
+    """helm pinned by tools/helm, built on first use (``make helm-build`` does the same)."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "helm" / "build.py")],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
+    assert done.returncode == 0, f"building helm failed:\n{done.stderr}"
+    return Path(done.stdout.strip())
+
+
+def run(command: list[str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=180, check=False)
+
+
+def documents(text: str) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(text) if doc]
+
+
+class Helm:
+    def __init__(self, binary: Path, home: Path) -> None:
+        self.binary = binary
+        # helm's config, cache and data dirs, so tests neither read nor write the user's.
+        self.env = {
+            "HELM_CONFIG_HOME": str(home / "config"),
+            "HELM_CACHE_HOME": str(home / "cache"),
+            "HELM_DATA_HOME": str(home / "data"),
+            "PATH": "/usr/bin:/bin",
+        }
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(self.binary), *args], capture_output=True, text=True, timeout=180, check=False, env=self.env
+        )
+
+    def template_text(self, *args: str, namespace: str = RELEASE_NAMESPACE) -> str:
+        done = self.run("template", RELEASE, str(CHART), "--namespace", namespace, *args)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    def template(self, *args: str, namespace: str = RELEASE_NAMESPACE) -> list[dict[str, Any]]:
+        return documents(self.template_text(*args, namespace=namespace))
+
+    def template_error(self, *args: str) -> str:
+        done = self.run("template", RELEASE, str(CHART), *args)
+        assert done.returncode != 0, f"helm template {' '.join(args)} rendered:\n{done.stdout}"
+        return done.stderr
+
+
+def find(rendered: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
+    matches = [d for d in rendered if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
+    assert len(matches) == 1, f"{len(matches)} {kind} rendered"
+    return matches[0]
+
+
+def operator_args(rendered: list[dict[str, Any]]) -> list[str]:
+    deployment = find(rendered, "Deployment")
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    args: list[str] = container["args"]
+    return args
+
+
+def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    command = [str(binaries.locate().kubectl), "--kubeconfig", str(kubeconfig), *args]
+    return run(command, stdin)
+
+
+def kustomize_standalone() -> list[dict[str, Any]]:
+    done = run([str(binaries.locate().kubectl), "kustomize", str(STANDALONE)])
+    assert done.returncode == 0, done.stderr
+    return documents(done.stdout)

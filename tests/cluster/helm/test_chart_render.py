@@ -1,0 +1,234 @@
+"""charts/kubetrain through helm: it lints, renders the operator's flags from values, chooses the MPIJob
+CRD, refuses contradictory values with a message naming the value, and grants the kustomize base's RBAC."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+from helm_chart import CHART, ROOT, Helm, build_helm, find, kustomize_standalone, operator_args
+
+pytestmark = pytest.mark.cluster
+
+NON_DEFAULT = (
+    '--set-json=operator.enabledSchemes=["pytorchjob","mpijob"]',
+    "--set=operator.namespace=team-a",
+    "--set=operator.gangSchedulerName=volcano",
+    "--set=operator.controllerThreads=4",
+    "--set=operator.kubeApiQPS=50",
+    "--set=operator.kubeApiBurst=80",
+    "--set=operator.resyncPeriod=60",
+    "--set=operator.logLevel=debug",
+    "--set=operator.leaderElection.id=kt-lease",
+    "--set=operator.healthProbePort=9091",
+    "--set=operator.pytorchInitContainerImage=busybox:1.36",
+    "--set=operator.pytorchInitContainerMaxTries=7",
+    "--set=operator.mpiKubectlDeliveryImage=example.org/delivery:1",
+    '--set-json=operator.extraArgs=["--log-level=warning"]',
+    "--set=metrics.port=9090",
+    "--set=metrics.serviceMonitor.enabled=true",
+    "--set=replicaCount=2",
+    "--set=image.repository=registry.example.org/kubetrain",
+    "--set=image.tag=9.9.9",
+    "--set=resources.limits.memory=1Gi",
+    "--set=mpiJobAPI=v1",
+)
+
+
+@pytest.fixture(scope="module")
+def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
+    return Helm(build_helm(), tmp_path_factory.mktemp("helm-home"))
+
+
+@pytest.fixture(scope="module")
+def default(helm: Helm) -> list[dict[str, Any]]:
+    return helm.template()
+
+
+@pytest.fixture(scope="module")
+def non_default(helm: Helm) -> list[dict[str, Any]]:
+    return helm.template(*NON_DEFAULT)
+
+
+def test_helm_lint_passes_strictly_with_default_values(helm: Helm) -> None:
+    done = helm.run("lint", "--strict", str(CHART))
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_helm_lint_passes_strictly_with_non_default_values(helm: Helm) -> None:
+    done = helm.run("lint", "--strict", str(CHART), *NON_DEFAULT)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_default_values_give_the_kustomize_bases_operator_flags(default: list[dict[str, Any]]) -> None:
+    assert operator_args(default) == [
+        "--controller-threads=1",
+        "--kube-api-qps=20",
+        "--kube-api-burst=30",
+        "--resync-period=300",
+        "--log-level=info",
+        "--metrics-bind-address=:8080",
+        "--health-probe-bind-address=:8081",
+        "--leader-elect",
+        "--leader-election-namespace=kubeflow",
+        "--pytorch-init-container-image=alpine:3.10",
+        "--pytorch-init-container-max-tries=100",
+        "--mpi-kubectl-delivery-image=kubeflow/kubectl-delivery:latest",
+    ]
+
+
+def test_non_default_values_become_the_operators_flags(non_default: list[dict[str, Any]]) -> None:
+    assert operator_args(non_default) == [
+        "--enable-scheme=pytorchjob",
+        "--enable-scheme=mpijob",
+        "--namespace=team-a",
+        "--gang-scheduler-name=volcano",
+        "--controller-threads=4",
+        "--kube-api-qps=50",
+        "--kube-api-burst=80",
+        "--resync-period=60",
+        "--log-level=debug",
+        "--metrics-bind-address=:9090",
+        "--health-probe-bind-address=:9091",
+        "--leader-elect",
+        "--leader-election-id=kt-lease",
+        "--leader-election-namespace=kubeflow",
+        "--pytorch-init-container-image=busybox:1.36",
+        "--pytorch-init-container-max-tries=7",
+        "--mpi-kubectl-delivery-image=example.org/delivery:1",
+        "--log-level=warning",
+    ]
+
+
+def test_non_default_values_set_image_replicas_and_resources(non_default: list[dict[str, Any]]) -> None:
+    deployment = find(non_default, "Deployment")
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    assert (deployment["spec"]["replicas"], container["image"], container["resources"]["limits"]) == (
+        2,
+        "registry.example.org/kubetrain:9.9.9",
+        {"memory": "1Gi"},
+    )
+
+
+def test_the_probes_call_the_health_port(non_default: list[dict[str, Any]]) -> None:
+    [container] = find(non_default, "Deployment")["spec"]["template"]["spec"]["containers"]
+    health = next(p for p in container["ports"] if p["name"] == "health")
+    assert health["containerPort"] == 9091
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
+
+
+def test_the_default_mpijob_crd_is_v2beta1_among_the_seven_kinds(default: list[dict[str, Any]]) -> None:
+    crds = [d for d in default if d["kind"] == "CustomResourceDefinition"]
+    assert sorted(c["spec"]["names"]["kind"] for c in crds) == [
+        "JAXJob", "MPIJob", "MXJob", "PaddleJob", "PyTorchJob", "TFJob", "XGBoostJob",
+    ]  # fmt: skip
+    mpijob = find(default, "CustomResourceDefinition", "mpijobs.kubeflow.org")
+    assert [v["name"] for v in mpijob["spec"]["versions"]] == ["v2beta1"]
+
+
+def test_mpijob_api_v1_installs_the_v1_mpijob_crd_instead(non_default: list[dict[str, Any]]) -> None:
+    mpijob = find(non_default, "CustomResourceDefinition", "mpijobs.kubeflow.org")
+    assert [v["name"] for v in mpijob["spec"]["versions"]] == ["v1"]
+
+
+def test_the_crds_are_kept_when_the_release_is_uninstalled(default: list[dict[str, Any]]) -> None:
+    crd = find(default, "CustomResourceDefinition", "pytorchjobs.kubeflow.org")
+    assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+
+
+def test_crds_install_false_renders_no_crd(helm: Helm) -> None:
+    rendered = helm.template("--set=crds.install=false")
+    assert not [d for d in rendered if d["kind"] == "CustomResourceDefinition"]
+
+
+def test_an_unknown_mpijob_api_is_refused_naming_the_value(helm: Helm) -> None:
+    error = helm.template_error("--set=mpiJobAPI=v3")
+    assert 'mpiJobAPI: "v3" is not an MPIJob API version; use v2beta1 (default) or v1' in error
+
+
+def test_several_replicas_without_leader_election_are_refused(helm: Helm) -> None:
+    error = helm.template_error("--set=replicaCount=2", "--set=operator.leaderElection.enabled=false")
+    assert "replicaCount: more than one operator replica needs operator.leaderElection.enabled=true" in error
+
+
+def test_without_leader_election_no_lease_flag_is_passed(helm: Helm) -> None:
+    args = operator_args(helm.template("--set=operator.leaderElection.enabled=false"))
+    assert not [a for a in args if a.startswith("--leader-elect")]
+
+
+def test_disabled_metrics_turn_off_the_endpoint_and_its_service(helm: Helm) -> None:
+    rendered = helm.template("--set=metrics.enabled=false")
+    assert "--metrics-bind-address=0" in operator_args(rendered)
+    assert not [d for d in rendered if d["kind"] == "Service"]
+
+
+def test_a_service_monitor_without_metrics_is_refused(helm: Helm) -> None:
+    error = helm.template_error("--set=metrics.enabled=false", "--set=metrics.serviceMonitor.enabled=true")
+    assert "metrics.serviceMonitor.enabled: the ServiceMonitor scrapes the metrics Service" in error
+
+
+def test_the_service_monitor_selects_the_metrics_service_by_its_labels(
+    non_default: list[dict[str, Any]],
+) -> None:
+    monitor = find(non_default, "ServiceMonitor")
+    service = find(non_default, "Service")
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert monitor["spec"]["endpoints"][0]["port"] == service["spec"]["ports"][0]["name"]
+
+
+def test_the_service_selects_the_operator_pods(default: list[dict[str, Any]]) -> None:
+    service = find(default, "Service")
+    pod_labels = find(default, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+
+
+def test_an_existing_service_account_must_be_named(helm: Helm) -> None:
+    error = helm.template_error("--set=serviceAccount.create=false")
+    assert "serviceAccount.name: name the existing ServiceAccount the operator runs as" in error
+
+
+def without_labels(document: dict[str, Any]) -> dict[str, Any]:
+    metadata = {k: v for k, v in document["metadata"].items() if k != "labels"}
+    return {**document, "metadata": metadata}
+
+
+@pytest.mark.parametrize("kind", ["ClusterRole", "ClusterRoleBinding", "ServiceAccount"])
+def test_the_rendered_rbac_equals_the_kustomize_bases(helm: Helm, kind: str) -> None:
+    # The standalone overlay is the base in namespace kubeflow; with its names too, everything but the
+    # chart's labels can be compared.
+    rendered = helm.template("--set=fullnameOverride=training-operator")
+    assert without_labels(find(rendered, kind)) == without_labels(find(kustomize_standalone(), kind))
+
+
+def test_the_binding_grants_the_release_namespaces_service_account(helm: Helm) -> None:
+    rendered = helm.template(namespace="ml-ops")
+    binding = find(rendered, "ClusterRoleBinding")
+    account = find(rendered, "ServiceAccount")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": "ml-ops"}
+    ]
+    assert binding["roleRef"]["name"] == find(rendered, "ClusterRole")["metadata"]["name"]
+
+
+@pytest.mark.parametrize(
+    ("mpi_api", "directories"), [("v2beta1", ["crds"]), ("v1", ["crds", "crds-mpijob-v1"])]
+)
+def test_the_rendered_crds_are_the_generated_ones_plus_the_charts_metadata(
+    helm: Helm, mpi_api: str, directories: list[str]
+) -> None:
+    # fromYaml/toYaml in the template must not change a schema (e.g. turn an integer into a float).
+    generated: dict[str, Any] = {}
+    for directory in directories:
+        for path in sorted((ROOT / "manifests" / directory).glob("*.yaml")):
+            crd = yaml.safe_load(path.read_text())
+            generated[crd["metadata"]["name"]] = crd
+    rendered = {
+        d["metadata"]["name"]: without_labels(d)
+        for d in helm.template(f"--set=mpiJobAPI={mpi_api}")
+        if d["kind"] == "CustomResourceDefinition"
+    }
+    for crd in rendered.values():
+        crd["metadata"] = {k: v for k, v in crd["metadata"].items() if k != "annotations"}
+    assert rendered == generated
