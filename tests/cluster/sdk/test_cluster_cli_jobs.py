@@ -69,7 +69,9 @@ def test_submit_then_wait_until_succeeded_and_get_shows_it(
     for pod in pods_of(kube_api, namespace, 2):
         pod_driver.succeed((namespace, pod))
     waited = kubetrain("wait", "ok", "--for=condition=Succeeded", "--timeout=30s")
-    assert (waited.exit_code, waited.stdout) == (0, "pytorchjob.kubeflow.org/ok condition met\n")
+    assert (waited.exit_code, waited.stdout) == (0, "pytorchjob.kubeflow.org/ok condition met\n"), (
+        waited.stderr
+    )
     listing = kubetrain("get", "pytorchjobs").stdout.splitlines()
     assert listing[0].split() == ["NAME", "STATE", "REPLICAS", "RESTARTS", "AGE"]
     assert re.match(r"ok\s+Succeeded\s+Master 0/1 Worker 0/1\s+0\s+\d+s$", listing[1].rstrip())

@@ -37,6 +37,8 @@ T = TypeVar("T")
 
 REQUEST_TIMEOUT = 30.0
 POD_START_POLL = 0.5
+RETRY_DELAYS = (0.2, 0.5, 1.0, 2.0)
+RETRIED_STATUSES = frozenset({429, 503})
 KUBELET_PORT = ":10250"
 """Log requests the API server could not forward to a kubelet name this port in their error."""
 
@@ -113,18 +115,27 @@ class KubernetesBackend:
     # --- errors --------------------------------------------------------------------------------
 
     def _call(self, what: str, call: Callable[[], T], *, missing: str | None = None) -> T:
-        """Run one API call, turning its failure into an SDK error that says ``what`` failed and why."""
-        try:
-            return call()
-        except ApiError as error:
-            raise _api_error(what, error, missing) from None
-        except httpx2.HTTPStatusError as error:
-            # lightkube's paged list raises the plain httpx error, for bodies that may not be a Status.
-            raise _status_error(what, error.response.status_code, _message(error.response), missing) from None
-        except httpx2.TransportError as error:
-            raise BackendUnavailableError(
-                f"{what}: cannot reach the API server at {self.server}: {error or type(error).__name__}"
-            ) from None
+        """Run one API call, turning its failure into an SDK error that says ``what`` failed and why.
+
+        The server's "not now" answers (429 Too Many Requests, 503 while a new CRD's storage initializes)
+        mean the request was not carried out, so they are retried a few times, as client-go does."""
+        delays = iter(RETRY_DELAYS)
+        while True:
+            try:
+                return call()
+            except httpx2.HTTPStatusError as error:
+                # ApiError carries the server's Status; lightkube's paged list raises the plain httpx error.
+                status = error.status if isinstance(error, ApiError) else None
+                code = (status.code if status else None) or error.response.status_code
+                delay = next(delays, None) if code in RETRIED_STATUSES else None
+                if delay is None:
+                    message = (status.message if status else None) or _message(error.response)
+                    raise _status_error(what, code, message, missing) from None
+                time.sleep(delay)
+            except httpx2.TransportError as error:
+                raise BackendUnavailableError(
+                    f"{what}: cannot reach the API server at {self.server}: {error or type(error).__name__}"
+                ) from None
 
     def _kind_missing(self, kind: JobKind) -> str:
         return (
