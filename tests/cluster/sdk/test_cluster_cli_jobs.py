@@ -173,3 +173,12 @@ def test_a_user_without_rights_gets_a_one_line_forbidden(
     assert re.match(
         r"error: Failed to list PyTorchJob in .*: forbidden: .*cannot list resource", result.stderr
     )
+
+
+@pytest.mark.usefixtures("job_crds")
+def test_a_dry_run_is_checked_by_the_server_and_creates_nothing(kubetrain: Any, tmp_path: Path) -> None:
+    path = tmp_path / "draft.yaml"
+    path.write_text(yaml.safe_dump(pytorch_job("draft")))
+    printed = yaml.safe_load(kubetrain("submit", str(path), "--dry-run").stdout)
+    assert printed["metadata"]["uid"]
+    assert kubetrain("get", "pytorchjob", "draft").exit_code == 1
