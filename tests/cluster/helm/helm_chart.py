@@ -46,8 +46,10 @@ def documents(text: str) -> list[dict[str, Any]]:
 class Helm:
     def __init__(self, binary: Path, home: Path) -> None:
         self.binary = binary
-        # helm's config, cache and data dirs, so tests neither read nor write the user's.
+        # helm's config, cache and data dirs, and HOME for client-go's discovery cache (~/.kube/cache; with
+        # no HOME it would land in the working directory), so tests neither read nor write the user's.
         self.env = {
+            "HOME": str(home),
             "HELM_CONFIG_HOME": str(home / "config"),
             "HELM_CACHE_HOME": str(home / "cache"),
             "HELM_DATA_HOME": str(home / "data"),
