@@ -66,7 +66,14 @@ def _print_table(rows: list[tables.JobRow], header: list[str], with_header: bool
         table.add_column(column, no_wrap=True)
     for row in rows:
         table.add_row(*tables.cells(row, header))
-    console().print(table)
+    out = console()
+    if out.is_terminal:
+        out.print(table)
+        return
+    # Piped output is for awk and grep: no padding after the last column.
+    with out.capture() as captured:
+        out.print(table)
+    typer.echo("\n".join(line.rstrip() for line in captured.get().splitlines()))
 
 
 def _wire(job: TrainingJob) -> dict[str, object]:
