@@ -56,7 +56,9 @@ def load_config(
         if isinstance(configuration, SingleConfig):
             return configuration
         loaded = configuration or (
-            KubeConfig.from_file(config_file) if config_file is not None else KubeConfig.from_env()
+            KubeConfig.from_file(Path(config_file).expanduser())
+            if config_file is not None
+            else KubeConfig.from_env()
         )
         single = loaded.get(context_name=context)
     except ConfigError as error:
