@@ -53,6 +53,8 @@ TRAITS = Traits(colocated=True)
 POLL_INTERVAL = 1.0
 """Reconcile at least this often even when nothing is reported (a safety net, not the mechanism)."""
 KEPT_EVENTS = 50
+FINISH_DRAIN = 2.0
+"""Seconds replicas still running when the job finishes get to exit by themselves before being stopped."""
 RESTART_REASON = "restart"
 """``DeleteReplica.reason`` when the engine replaces a replica (ExitCode): the new one counts a restart."""
 
@@ -173,6 +175,8 @@ class LocalRun:
         self.display.start()
         try:
             outcome = await self._reconcile_until_done()
+            if outcome is not Outcome.INTERRUPTED:
+                await self._drain()
         finally:
             await self._stop_all()
             if self.options.adopt_orphans:
@@ -265,6 +269,21 @@ class LocalRun:
             for process in self.processes.values():
                 process.kill_now()
         self._changed.set()
+
+    async def _drain(self) -> None:
+        """Give replicas still running when the job finished a moment to exit on their own.
+
+        Workers usually finish right after the master that decided success; stopping them at
+        once would record a SIGTERM (143) for a replica that was about to exit 0.
+        """
+        deadline = time.monotonic() + min(FINISH_DRAIN, self.options.grace_period)
+        while not self._interrupts and not all(p.finished for p in self.processes.values()):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            self._changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), remaining)
 
     async def _stop_all(self) -> None:
         grace = 0.0 if self._interrupts > 1 else self.options.grace_period
