@@ -30,3 +30,17 @@ control-plane: kubeflow-training-operator
 {{- required "serviceAccount.name: name the existing ServiceAccount the operator runs as (or set serviceAccount.create=true)" .Values.serviceAccount.name -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+The --enable-scheme list when operator.enabledSchemes is empty: the kinds of the CRDs the chart installs,
+the MPIJob of mpiJobAPI included. (The operator's own default is the kubeflow.org/v1 kinds, which would leave
+v2beta1 MPIJobs unreconciled.) Names as `kubetrain operator --enable-scheme` takes them.
+*/}}
+{{- define "kubetrain.enabledSchemes" -}}
+{{- $schemes := .Values.operator.enabledSchemes -}}
+{{- if and (not $schemes) .Values.crds.install -}}
+{{- $schemes = list "pytorchjob" "tfjob" "xgboostjob" "paddlejob" "jaxjob" "mxjob" -}}
+{{- $schemes = append $schemes (ternary "mpijob" "mpijob-v2beta1" (eq .Values.mpiJobAPI "v1")) -}}
+{{- end -}}
+{{- toJson (default (list) $schemes) -}}
+{{- end -}}

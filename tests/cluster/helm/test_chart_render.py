@@ -9,6 +9,8 @@ import pytest
 import yaml
 from helm_chart import CHART, ROOT, Helm, build_helm, find, kustomize_standalone, operator_args
 
+from kubetrain.frameworks.registry import framework_for_kind
+
 pytestmark = pytest.mark.cluster
 
 NON_DEFAULT = (
@@ -61,8 +63,8 @@ def test_helm_lint_passes_strictly_with_non_default_values(helm: Helm) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_default_values_give_the_kustomize_bases_operator_flags(default: list[dict[str, Any]]) -> None:
-    assert operator_args(default) == [
+def test_default_values_give_the_operators_default_flags(default: list[dict[str, Any]]) -> None:
+    assert [a for a in operator_args(default) if not a.startswith("--enable-scheme=")] == [
         "--controller-threads=1",
         "--kube-api-qps=20",
         "--kube-api-burst=30",
@@ -76,6 +78,29 @@ def test_default_values_give_the_kustomize_bases_operator_flags(default: list[di
         "--pytorch-init-container-max-tries=100",
         "--mpi-kubectl-delivery-image=kubeflow/kubectl-delivery:latest",
     ]
+
+
+@pytest.mark.parametrize("mpi_api", ["v2beta1", "v1"])
+def test_by_default_the_operator_reconciles_the_kinds_of_the_crds_the_chart_installs(
+    helm: Helm, mpi_api: str
+) -> None:
+    rendered = helm.template(f"--set=mpiJobAPI={mpi_api}")
+    served = [
+        framework_for_kind(f"{crd['spec']['group']}/{version['name']}", crd["spec"]["names"]["kind"])
+        for crd in rendered
+        if crd["kind"] == "CustomResourceDefinition"
+        for version in crd["spec"]["versions"]
+        if version["served"]
+    ]
+    schemes = [
+        a.removeprefix("--enable-scheme=") for a in operator_args(rendered) if a.startswith("--enable")
+    ]
+    assert sorted(schemes) == sorted(framework.scheme_name for framework in served)
+
+
+def test_without_the_charts_crds_the_operator_keeps_its_own_default_kinds(helm: Helm) -> None:
+    args = operator_args(helm.template("--set=crds.install=false"))
+    assert not [a for a in args if a.startswith("--enable-scheme")]
 
 
 def test_non_default_values_become_the_operators_flags(non_default: list[dict[str, Any]]) -> None:
@@ -145,7 +170,22 @@ def test_crds_install_false_renders_no_crd(helm: Helm) -> None:
 
 def test_an_unknown_mpijob_api_is_refused_naming_the_value(helm: Helm) -> None:
     error = helm.template_error("--set=mpiJobAPI=v3")
-    assert 'mpiJobAPI: "v3" is not an MPIJob API version; use v2beta1 (default) or v1' in error
+    assert "at '/mpiJobAPI': value must be one of 'v2beta1', 'v1'" in error
+
+
+def test_a_misspelled_value_is_refused_naming_its_path(helm: Helm) -> None:
+    error = helm.template_error("--set=operator.gangScheduler=volcano")
+    assert "at '/operator': additional properties 'gangScheduler' not allowed" in error
+
+
+def test_an_out_of_range_value_is_refused_naming_its_path(helm: Helm) -> None:
+    error = helm.template_error("--set=operator.controllerThreads=0")
+    assert "at '/operator/controllerThreads': minimum: got 0, want 1" in error
+
+
+def test_an_unknown_scheme_is_refused_naming_its_path(helm: Helm) -> None:
+    error = helm.template_error('--set-json=operator.enabledSchemes=["sparkjob"]')
+    assert "at '/operator/enabledSchemes/0'" in error
 
 
 def test_several_replicas_without_leader_election_are_refused(helm: Helm) -> None:

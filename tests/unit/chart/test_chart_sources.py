@@ -3,16 +3,19 @@ the operator's flags and the package version. (Rendering them needs helm: tests/
 
 from __future__ import annotations
 
+import json
 import tomllib
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 import typer
 import yaml
 
 from kubetrain.cli.main import app
 from kubetrain.frameworks.crds import MpiApi, all_crds, crd_file_name, crd_file_text
+from kubetrain.frameworks.registry import FRAMEWORKS
 
 ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "charts" / "kubetrain"
@@ -68,3 +71,32 @@ def test_the_default_image_runs_the_same_command_as_the_kustomize_base() -> None
     app_version = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
     assert container["image"] == f"{repository}:{app_version}"
     assert "command: [kubetrain, operator]" in (CHART / "templates" / "deployment.yaml").read_text()
+
+
+def values_schema() -> dict[str, Any]:
+    schema: dict[str, Any] = json.loads((CHART / "values.schema.json").read_text())
+    return schema
+
+
+def test_the_default_values_meet_the_values_schema() -> None:
+    jsonschema.validate(yaml.safe_load((CHART / "values.yaml").read_text()), values_schema())
+
+
+def test_the_schema_accepts_exactly_the_operators_scheme_names() -> None:
+    schemes = values_schema()["properties"]["operator"]["properties"]["enabledSchemes"]["items"]["enum"]
+    assert sorted(schemes) == sorted(framework.scheme_name for framework in FRAMEWORKS)
+
+
+def test_the_schema_describes_every_default_value() -> None:
+    def paths(values: dict[str, Any], schema: dict[str, Any], prefix: str) -> list[str]:
+        found = []
+        for key, value in values.items():
+            described = schema.get("properties", {}).get(key)
+            if described is None:
+                found.append(prefix + key)
+            elif isinstance(value, dict) and "properties" in described:
+                found += paths(value, described, f"{prefix}{key}.")
+        return found
+
+    undescribed = paths(yaml.safe_load((CHART / "values.yaml").read_text()), values_schema(), "")
+    assert not undescribed
