@@ -4,16 +4,26 @@ work for real on a private one with the v1 MPIJob CRD."""
 
 from __future__ import annotations
 
+import signal
+import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
-from helm_chart import CHART, RELEASE, Helm, build_helm, kubectl
+from helm_chart import CHART, RELEASE, ROOT, Helm, build_helm, find, kubectl
 
 from kubetrain.envtest import controlplane
+from kubetrain.envtest.crds import install_crds
+from kubetrain.envtest.kubeapi import KubeApi
 from kubetrain.envtest.pytest_plugin import EnvtestCluster
 
 pytestmark = pytest.mark.cluster
+
+KUBETRAIN = Path(sys.executable).parent / "kubetrain"
 
 # Just enough of the Prometheus Operator's CRD for the API server to accept a ServiceMonitor.
 SERVICE_MONITOR_CRD = """
@@ -157,3 +167,43 @@ def test_helm_installs_upgrades_and_uninstalls_the_chart_keeping_the_crds(
     deployments = jsonpath(private_cluster, "-n", "kubeflow", "deployments", "-o", "name")
     crds = jsonpath(private_cluster, "crd", "-o", "name")
     assert (deployments, crds.count(".kubeflow.org")) == ("", 7)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def ready(port: int) -> bool:
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def test_the_operator_accepts_the_deployments_arguments_and_becomes_ready(
+    helm: Helm, envtest: EnvtestCluster, kube_api: KubeApi, namespace: str, tmp_path: Path
+) -> None:
+    install_crds(kube_api, ROOT / "manifests" / "crds")
+    health = free_port()
+    rendered = helm.template(
+        f"--set=operator.namespace={namespace}",  # not to reconcile other tests' jobs on the shared cluster
+        f"--set=operator.healthProbePort={health}",
+        f"--set=metrics.port={free_port()}",
+        namespace=namespace,
+    )
+    [container] = find(rendered, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert container["command"] == ["kubetrain", "operator"]
+    command = [str(KUBETRAIN), "operator", *container["args"], "--kubeconfig", str(envtest.kubeconfig)]
+    with (tmp_path / "operator.log").open("wb") as log:
+        operator = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 60
+            while not ready(health) and operator.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert ready(health), (tmp_path / "operator.log").read_text()
+        finally:
+            operator.send_signal(signal.SIGTERM)
+            operator.wait(30)
