@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import tarfile
+import tomllib
 import venv
 import zipfile
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ import yaml
 pytestmark = [pytest.mark.local, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
+VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
 # What pip needs to install the wheel's dependencies, from the pip cache when it has them.
 INSTALL_TIMEOUT = 600
 
@@ -89,8 +91,8 @@ def run_in(bin_dir: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[
 
 def test_the_build_makes_one_sdist_and_one_wheel(dist: Path) -> None:
     assert sorted(p.name for p in dist.iterdir()) == [
-        "kubetrain-0.1.0-py3-none-any.whl",
-        "kubetrain-0.1.0.tar.gz",
+        f"kubetrain-{VERSION}-py3-none-any.whl",
+        f"kubetrain-{VERSION}.tar.gz",
     ]
 
 
@@ -101,7 +103,7 @@ def test_the_wheel_ships_the_package_and_its_py_typed_marker(wheel_files: list[s
 
 def test_the_wheel_ships_no_tests_examples_or_caches(wheel_files: list[str]) -> None:
     top_level = {name.split("/")[0] for name in wheel_files}
-    assert top_level == {"kubetrain", "kubetrain-0.1.0.dist-info"}
+    assert top_level == {"kubetrain", f"kubetrain-{VERSION}.dist-info"}
     assert not [name for name in wheel_files if "__pycache__" in name or name.endswith(".pyc")]
 
 
@@ -109,7 +111,7 @@ def test_the_sdist_ships_sources_but_no_caches_or_build_output(dist: Path) -> No
     [sdist] = dist.glob("*.tar.gz")
     with tarfile.open(sdist) as archive:
         names = archive.getnames()
-    assert "kubetrain-0.1.0/src/kubetrain/py.typed" in names
+    assert f"kubetrain-{VERSION}/src/kubetrain/py.typed" in names
     unwanted = ("__pycache__", ".pyc", ".mypy_cache", ".venv/", "/build/", "/dist/")
     assert not [name for name in names if any(part in name for part in unwanted)]
 

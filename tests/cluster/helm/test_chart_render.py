@@ -3,6 +3,8 @@ CRD, refuses contradictory values with a message naming the value, and grants th
 
 from __future__ import annotations
 
+import tarfile
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -272,3 +274,17 @@ def test_the_rendered_crds_are_the_generated_ones_plus_the_charts_metadata(
     for crd in rendered.values():
         crd["metadata"] = {k: v for k, v in crd["metadata"].items() if k != "annotations"}
     assert rendered == generated
+
+
+def test_helm_package_makes_an_archive_with_the_crd_files_and_the_schema(helm: Helm, tmp_path: Path) -> None:
+    done = helm.run("package", str(CHART), "--destination", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    version = yaml.safe_load((CHART / "Chart.yaml").read_text())["version"]
+    with tarfile.open(tmp_path / f"kubetrain-{version}.tgz") as archive:
+        names = set(archive.getnames())
+    expected = {
+        "kubetrain/values.schema.json",
+        "kubetrain/files/crds/kubeflow.org_pytorchjobs.yaml",
+        "kubetrain/files/crds-mpijob-v1/kubeflow.org_mpijobs.yaml",
+    }
+    assert expected <= names
