@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 import httpx2
 
 from builders import job
@@ -17,25 +14,14 @@ from kubetrain.kube.metrics import OperatorMetrics
 from kubetrain.kube.render import RenderSettings
 from kubetrain.kube.runtime.expectations import Expectations, expectation_key
 
+from .fakes import FakeApi
+
 PYTORCH = job("PyTorchJob", {"Master": 1, "Worker": 1}, name="j")
 STORED = {
     **PYTORCH.to_wire(),
     "metadata": {"name": "j", "namespace": "default", "uid": "u1", "resourceVersion": "7"},
 }
 KEY = "default/j"
-
-
-class FakeApi:
-    def __init__(self, status_code: int = 201) -> None:
-        self.requests: list[tuple[str, str, Any]] = []
-        self.status_code = status_code
-
-    def handle(self, request: httpx2.Request) -> httpx2.Response:
-        body = json.loads(request.content) if request.content else None
-        self.requests.append((request.method, request.url.path, body))
-        if self.status_code >= 400:
-            return httpx2.Response(self.status_code, json={"reason": "Boom", "message": "no"})
-        return httpx2.Response(self.status_code, json=body or {})
 
 
 def actor(api: FakeApi, expectations: Expectations) -> Actor:

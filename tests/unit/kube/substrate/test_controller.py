@@ -1,0 +1,72 @@
+"""The controller's reconcile: it reads only the cache, and never acts while its own creations are unseen."""
+
+from __future__ import annotations
+
+import httpx2
+
+from builders import job
+from kubetrain.engine.types import Traits
+from kubetrain.frameworks.registry import framework_for
+from kubetrain.kube.act import Actor
+from kubetrain.kube.controller import ChildStores, JobController
+from kubetrain.kube.events import EventRecorder
+from kubetrain.kube.metrics import OperatorMetrics
+from kubetrain.kube.render import RenderSettings
+from kubetrain.kube.runtime.expectations import Expectations, expectation_key
+from kubetrain.kube.runtime.store import ChangeType, ObjectChange, Store
+
+from .fakes import FakeApi
+
+PYTORCH = job("PyTorchJob", {"Master": 1, "Worker": 1}, name="j")
+STORED = {
+    **PYTORCH.to_wire(),
+    "metadata": {"name": "j", "namespace": "default", "uid": "u1", "resourceVersion": "7"},
+}
+
+
+def controller(api: FakeApi, expectations: Expectations) -> JobController:
+    http = httpx2.AsyncClient(transport=httpx2.MockTransport(api.handle), base_url="https://api")
+    metrics = OperatorMetrics()
+    actor = Actor(http, expectations, EventRecorder(http), metrics, RenderSettings())
+    jobs = Store()
+    jobs.apply(ChangeType.ADDED, STORED)
+    children = ChildStores(pods=Store(), services=Store(), pod_groups=None)
+    return JobController(
+        framework_for(PYTORCH), jobs, children, actor, expectations, metrics, Traits(colocated=False)
+    )
+
+
+async def test_a_new_job_gets_every_pod_and_service_and_its_created_status() -> None:
+    api = FakeApi()
+    await controller(api, Expectations()).reconcile("default/j")
+    posts = sorted(path.rsplit("/", 1)[-1] for method, path, _ in api.requests if method == "POST")
+    assert posts == ["pods", "pods", "services", "services"]
+    assert [path for method, path, _ in api.requests if method == "PUT"] == [
+        "/apis/kubeflow.org/v1/namespaces/default/pytorchjobs/j/status"
+    ]
+
+
+async def test_nothing_is_done_while_a_creation_is_not_yet_seen_by_the_watch() -> None:
+    api, expectations = FakeApi(), Expectations()
+    expectations.expect_creations(expectation_key("default/j", "Worker", "pods"))
+    await controller(api, expectations).reconcile("default/j")
+    assert api.requests == []
+
+
+async def test_the_watch_seeing_the_pod_settles_the_expectation_and_requeues_the_job() -> None:
+    expectations = Expectations()
+    key = expectation_key("default/j", "Worker", "pods")
+    expectations.expect_creations(key)
+    jobs = controller(FakeApi(), expectations)
+    pod = {"metadata": {"name": "j-worker-0", "namespace": "default"}}
+    jobs.on_child_change(ObjectChange(ChangeType.ADDED, None, pod), "pods", "j", "worker")
+    assert expectations.satisfied(key)
+    assert len(jobs.queue) == 1
+
+
+async def test_a_deleted_job_is_forgotten() -> None:
+    api = FakeApi()
+    jobs = controller(api, Expectations())
+    jobs.jobs.apply(ChangeType.DELETED, STORED)
+    assert await jobs.reconcile("default/j") is None
+    assert api.requests == []
