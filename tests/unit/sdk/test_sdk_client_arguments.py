@@ -72,3 +72,11 @@ def test_the_namespace_defaults_to_the_kubeconfig_contexts(tmp_path: Path) -> No
         "contexts: [{name: c, context: {cluster: k, user: u, namespace: team-a}}]\n"
     )
     assert TrainingClient(config_file=str(config)).namespace == "team-a"
+
+
+def test_a_client_configuration_of_another_library_is_a_value_error() -> None:
+    class Configuration:
+        host = "https://example.com"
+
+    with pytest.raises(ValueError, match="lightkube KubeConfig or SingleConfig, got Configuration"):
+        TrainingClient(client_configuration=Configuration())

@@ -52,6 +52,12 @@ def load_config(
 ) -> SingleConfig:
     """The cluster to talk to, as upstream finds it: ``config_file``, else in-cluster, ``$KUBECONFIG``,
     ``~/.kube/config``."""
+    if configuration is not None and not isinstance(configuration, KubeConfig | SingleConfig):
+        raise ValueError(
+            "client_configuration must be a lightkube KubeConfig or SingleConfig, "
+            f"got {type(configuration).__name__} (kubetrain does not use the kubernetes package; "
+            "pass config_file and context instead)"
+        )
     try:
         if isinstance(configuration, SingleConfig):
             return configuration
