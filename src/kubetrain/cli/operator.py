@@ -90,6 +90,12 @@ def operator(
         "--mpi-kubectl-delivery-image",
         help="MPIJob v1 launcher init image.",
     ),
+    cluster_domain: str | None = typer.Option(
+        None,
+        "--cluster-domain",
+        envvar="CUSTOM_CLUSTER_DOMAIN",
+        help="Suffix for service names in TF_CONFIG and MPI hostfiles (<svc>.<ns>.svc.<domain>).",
+    ),
     resync_period: float = typer.Option(
         300.0, "--resync-period", min=1.0, help="Seconds between reconciles of every job, changed or not."
     ),
@@ -119,6 +125,7 @@ def operator(
         resync_period=resync_period,
         metrics_address=_address(metrics_bind_address, "--metrics-bind-address"),
         health_address=_address(health_probe_bind_address, "--health-probe-bind-address"),
+        cluster_domain=cluster_domain or None,
     )
     try:
         code = asyncio.run(_run(kubeconfig, kube_api_qps, kube_api_burst, settings))

@@ -147,13 +147,14 @@ class Actor:
         events: EventRecorder,
         metrics: OperatorMetrics,
         settings: RenderSettings,
+        addressing: ClusterAddressing | None = None,
     ) -> None:
         self._http = http
         self._expectations = expectations
         self._events = events
         self._metrics = metrics
         self._settings = settings
-        self._addressing = ClusterAddressing()
+        self._addressing = addressing or ClusterAddressing()
         self._in_flight = asyncio.Semaphore(MAX_IN_FLIGHT)
         self._companions_made: set[str] = set()
         """Job UIDs whose companions exist (they are never changed, so made once per job)."""

@@ -62,6 +62,7 @@ class JobController:
         metrics: OperatorMetrics,
         traits: Traits,
         threads: int = 1,
+        addressing: ClusterAddressing | None = None,
     ) -> None:
         self.framework = framework
         self.jobs = jobs
@@ -72,7 +73,7 @@ class JobController:
         self._metrics = metrics
         self._traits = traits
         self._threads = max(1, threads)
-        self._addressing = ClusterAddressing()
+        self._addressing = addressing or ClusterAddressing()
 
     @property
     def kind(self) -> str:

@@ -21,6 +21,7 @@ from lightkube.resources.autoscaling_v2 import HorizontalPodAutoscaler
 from lightkube.resources.core_v1 import Pod, Service
 
 from kubetrain.engine.types import Traits
+from kubetrain.frameworks.addressing import ClusterAddressing
 from kubetrain.frameworks.base import Framework
 from kubetrain.frameworks.labels import OPERATOR_NAME_LABEL
 from kubetrain.kube.act import Actor, pod_group_collection
@@ -60,6 +61,8 @@ class OperatorSettings:
     metrics_address: tuple[str, int] | None = None
     health_address: tuple[str, int] | None = None
     identity: str = field(default_factory=default_identity)
+    cluster_domain: str | None = None
+    """Suffix of the service names in TF_CONFIG and hostfiles (upstream's ``CUSTOM_CLUSTER_DOMAIN``)."""
 
 
 class MissingCrdError(Exception):
@@ -127,7 +130,10 @@ class Operator:
             pod_groups.store if pod_groups else None,
             autoscalers.store if autoscalers else None,
         )
-        actor = Actor(self.client.http, self.expectations, self.events, self.metrics, settings.render)
+        addressing = ClusterAddressing(cluster_domain=settings.cluster_domain)
+        actor = Actor(
+            self.client.http, self.expectations, self.events, self.metrics, settings.render, addressing
+        )
         traits = Traits(colocated=False, gang_scheduler=settings.render.gang_scheduler)
 
         for framework in settings.frameworks:
@@ -148,6 +154,7 @@ class Operator:
                 self.metrics,
                 traits,
                 settings.threads,
+                addressing,
             )
             jobs.add_handler(controller.on_job_change)
             self.controllers.append(controller)

@@ -221,3 +221,14 @@ def test_job_status_is_readable_by_the_training_client_fields(
         "training.kubeflow.org/job-name=j,training.kubeflow.org/operator-name=pytorchjob-controller,"
         "training.kubeflow.org/replica-type=worker"
     )
+
+
+def test_a_custom_cluster_domain_suffixes_the_tf_config_addresses(
+    kube_api: KubeApi, namespace: str, start_operator: StartOperator
+) -> None:
+    start_operator("--cluster-domain", "cluster.example")
+    case = CASES[1]
+    create_job(kube_api, namespace, case.manifest("j"))
+    wait_pods(kube_api, namespace, case.pod_names("j"))
+    tf_config = json.loads(env_of(pod(kube_api, namespace, "j-ps-0"), "tensorflow")["TF_CONFIG"])
+    assert tf_config["cluster"]["ps"] == [f"j-ps-0.{namespace}.svc.cluster.example:2222"]
