@@ -6,6 +6,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,13 +42,17 @@ RANK_LAST = f"import time; time.sleep(1)\n{RANK}"
 
 
 @pytest.fixture
-def kubetrain(state_dir: Path) -> Any:
+def kubetrain(state_dir: Path) -> Iterator[Any]:
     runner = CliRunner()
 
     def invoke(*args: str) -> Any:
         return runner.invoke(app, [*args, "--local", "--state-dir", str(state_dir)])
 
-    return invoke
+    yield invoke
+    # A test that fails half-way must not leave its runs (and their replicas) behind.
+    client = TrainingClient(backend="local", state_dir=state_dir)
+    for job in client.list_jobs(all_kinds=True):
+        client.delete_job(job.name, job_kind=job.KIND)
 
 
 def test_submit_wait_get_and_logs_of_a_local_run(kubetrain: Any, tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,13 @@ from kubetrain.api.jobs import TrainingJob
 from kubetrain.sdk import JobExistsError, JobFailedError, JobNotFoundError, TrainingClient
 
 pytestmark = pytest.mark.local
+
+
+def stop_every_run(state_dir: Path) -> None:
+    """A test that fails half-way must not leave its runs (and their replicas) behind."""
+    client = TrainingClient(backend="local", state_dir=state_dir)
+    for job in client.list_jobs(all_kinds=True):
+        client.delete_job(job.name, job_kind=job.KIND)
 
 
 def python_replica(code: str, replicas: int = 1, restart_policy: str = "Never") -> dict[str, Any]:
@@ -62,8 +70,10 @@ FAIL = "import sys; print('giving up'); sys.exit(3)"
 
 
 @pytest.fixture
-def client(state_dir: Path) -> TrainingClient:
-    return TrainingClient(backend="local", state_dir=state_dir)
+def client(state_dir: Path) -> Iterator[TrainingClient]:
+    client = TrainingClient(backend="local", state_dir=state_dir)
+    yield client
+    stop_every_run(state_dir)
 
 
 def test_a_function_job_runs_to_succeeded_and_logs_each_line(client: TrainingClient) -> None:
