@@ -23,7 +23,8 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-lint: $(STAMP)
+# mypy checks the examples against the real torch/jax/xgboost types, so lint needs them installed.
+lint: $(EXAMPLES_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
