@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,8 @@ from kubetrain.kube.render import RenderSettings
 from kubetrain.kube.runtime.client import connect
 
 V1 = "kubeflow.org/v1"
+CLUSTER_DOMAIN_ENV = "CUSTOM_CLUSTER_DOMAIN"
+"""Suffix for service names in TF_CONFIG and MPI hostfiles (``<svc>.<ns>.svc.<domain>``)."""
 EXIT_BAD_FLAGS = 2
 
 
@@ -90,12 +93,6 @@ def operator(
         "--mpi-kubectl-delivery-image",
         help="MPIJob v1 launcher init image.",
     ),
-    cluster_domain: str | None = typer.Option(
-        None,
-        "--cluster-domain",
-        envvar="CUSTOM_CLUSTER_DOMAIN",
-        help="Suffix for service names in TF_CONFIG and MPI hostfiles (<svc>.<ns>.svc.<domain>).",
-    ),
     resync_period: float = typer.Option(
         300.0, "--resync-period", min=1.0, help="Seconds between reconciles of every job, changed or not."
     ),
@@ -104,6 +101,7 @@ def operator(
     """Run the operator: reconcile PyTorchJob, TFJob, XGBoostJob, PaddleJob, JAXJob, MXJob and MPIJob.
 
     Exits 0 on SIGTERM/SIGINT (after releasing the leader Lease), 1 when the Lease is lost.
+    Environment: CUSTOM_CLUSTER_DOMAIN suffixes the service names in TF_CONFIG and MPI hostfiles.
 
     Example: kubetrain operator --kubeconfig ~/.kube/config --enable-scheme pytorchjob --leader-elect
     """
@@ -125,7 +123,8 @@ def operator(
         resync_period=resync_period,
         metrics_address=_address(metrics_bind_address, "--metrics-bind-address"),
         health_address=_address(health_probe_bind_address, "--health-probe-bind-address"),
-        cluster_domain=cluster_domain or None,
+        # Upstream's training operator reads this from its environment only (no flag).
+        cluster_domain=os.environ.get(CLUSTER_DOMAIN_ENV) or None,
     )
     try:
         code = asyncio.run(_run(kubeconfig, kube_api_qps, kube_api_burst, settings))

@@ -29,10 +29,12 @@ def start_operator(
     The log of the n-th operator is ``tmp_path/operator-<n>.log``; it is printed when a test fails."""
     started: list[OperatorProcess] = []
 
-    def start(*args: str, watch_namespace: str | None = namespace) -> OperatorProcess:
+    def start(
+        *args: str, watch_namespace: str | None = namespace, env: dict[str, str] | None = None
+    ) -> OperatorProcess:
         scope = ["--namespace", watch_namespace] if watch_namespace else []
         log = tmp_path / f"operator-{len(started)}.log"
-        process = OperatorProcess(envtest.kubeconfig, log, [*scope, *args])
+        process = OperatorProcess(envtest.kubeconfig, log, [*scope, *args], env)
         started.append(process)
         return process
 

@@ -31,7 +31,9 @@ PLURALS = {
 class OperatorProcess:
     """``kubetrain operator`` running in the background, its log in a file."""
 
-    def __init__(self, kubeconfig: Path, log_path: Path, args: Sequence[str]) -> None:
+    def __init__(
+        self, kubeconfig: Path, log_path: Path, args: Sequence[str], env: dict[str, str] | None = None
+    ) -> None:
         self.log_path = log_path
         command = [
             str(KUBETRAIN),
@@ -50,7 +52,7 @@ class OperatorProcess:
         ]
         self._log = log_path.open("ab")
         self.process = subprocess.Popen(
-            command, stdout=self._log, stderr=subprocess.STDOUT, env=dict(os.environ)
+            command, stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
         )
 
     @property
@@ -75,7 +77,7 @@ class OperatorProcess:
 
 
 StartOperator = Callable[..., OperatorProcess]
-"""``start_operator(*flags, watch_namespace=...)``: the fixture that starts operators for a test."""
+"""``start_operator(*flags, watch_namespace=..., env=...)``: the fixture that starts operators for a test."""
 
 
 def eventually(probe: Callable[[], T | None], timeout: float = 30.0, what: str = "condition") -> T:

@@ -226,7 +226,7 @@ def test_job_status_is_readable_by_the_training_client_fields(
 def test_a_custom_cluster_domain_suffixes_the_tf_config_addresses(
     kube_api: KubeApi, namespace: str, start_operator: StartOperator
 ) -> None:
-    start_operator("--cluster-domain", "cluster.example")
+    start_operator(env={"CUSTOM_CLUSTER_DOMAIN": "cluster.example"})
     case = CASES[1]
     create_job(kube_api, namespace, case.manifest("j"))
     wait_pods(kube_api, namespace, case.pod_names("j"))
