@@ -288,3 +288,15 @@ def test_helm_package_makes_an_archive_with_the_crd_files_and_the_schema(helm: H
         "kubetrain/files/crds-mpijob-v1/kubeflow.org_mpijobs.yaml",
     }
     assert expected <= names
+
+
+def test_the_cluster_domain_reaches_the_operator_as_upstreams_environment_variable(helm: Helm) -> None:
+    [container] = find(helm.template("--set=operator.clusterDomain=cluster.local"), "Deployment")["spec"][
+        "template"
+    ]["spec"]["containers"]
+    assert {"name": "CUSTOM_CLUSTER_DOMAIN", "value": "cluster.local"} in container["env"]
+
+
+def test_without_a_cluster_domain_the_variable_is_not_set(default: list[dict[str, Any]]) -> None:
+    [container] = find(default, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert "CUSTOM_CLUSTER_DOMAIN" not in [variable["name"] for variable in container["env"]]
