@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from kubetrain.api.common import CleanPodPolicy, ConditionType, RestartPolicy
+from kubetrain.api.common import CleanPodPolicy, ConditionType
 from kubetrain.api.defaults import (
     with_default_clean_pod_policy,
     with_default_replicas,
@@ -32,9 +32,7 @@ from kubetrain.api.validation import (
 from kubetrain.frameworks.addressing import Addressing, replica_name
 from kubetrain.frameworks.base import (
     ConditionProposal,
-    EnvTarget,
     EnvVar,
-    Framework,
     InitSettings,
     PodDecoration,
     StatusContext,
@@ -46,8 +44,8 @@ from kubetrain.frameworks.mpi_common import (
     HOSTFILE,
     LAUNCHER,
     LOCALHOST,
-    OPEN_MPI_ROOT_ENV,
     WORKER,
+    MPIFrameworkBase,
     config_mount,
     config_volume,
     container_env_names,
@@ -67,21 +65,10 @@ FAILED_REASON = "MPIJobMPIJobFailed"
 """Upstream's generic failure path prefixes the kind to an already prefixed reason; kept verbatim."""
 
 
-class MPIFramework(Framework[MPIJob]):
+class MPIFramework(MPIFrameworkBase[MPIJob]):
     model: ClassVar[type[MPIJob]] = MPIJob
     scheme_name: ClassVar[str] = "mpijob"
-    framework_label: ClassVar[str] = "mpi"
     controller_name: ClassVar[str] = "mpijob-controller"
-    replica_types: ClassVar[tuple[str, ...]] = (LAUNCHER, WORKER)
-    default_container: ClassVar[str] = "mpi"
-    default_port_name: ClassVar[str | None] = None
-    default_port: ClassVar[int | None] = None
-    default_restart_policy: ClassVar[RestartPolicy] = RestartPolicy.NEVER
-    scale_replica_type: ClassVar[str | None] = None
-    env_target: ClassVar[EnvTarget] = EnvTarget.FIRST_CONTAINER
-    per_replica_services: ClassVar[bool] = False
-    config_mount_path: ClassVar[str | None] = CONFIG_MOUNT_PATH
-    local_root_env: ClassVar[Mapping[str, str]] = OPEN_MPI_ROOT_ENV
     config_file_modes: ClassVar[Mapping[str, int]] = {KUBEXEC: 0o555, HOSTFILE: 0o444, DISCOVER_HOSTS: 0o555}
 
     # --- defaulting ---------------------------------------------------------------------------
@@ -127,18 +114,6 @@ class MPIFramework(Framework[MPIJob]):
         return errors + derived_name_errors(job.name, derived)
 
     # --- roles, names, processes --------------------------------------------------------------
-
-    def is_master_role(self, job: MPIJob, replica_type: str, index: int) -> bool:
-        return replica_type == LAUNCHER
-
-    def pod_name(self, job: MPIJob, replica_type: str, index: int) -> str:
-        return launcher_name(job) if replica_type == LAUNCHER else replica_name(job.name, replica_type, index)
-
-    def materialised_replica_types(self, job: MPIJob, colocated: bool) -> tuple[str, ...]:
-        """Workers first (the launcher waits for them); locally only the launcher (mpirun forks the ranks)."""
-        if colocated:
-            return (LAUNCHER,) if LAUNCHER in job.replica_specs else ()
-        return tuple(t for t in (WORKER, LAUNCHER) if t in job.replica_specs)
 
     # --- env ----------------------------------------------------------------------------------
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
-from kubetrain.api.common import ReplicaSpec
+from kubetrain.api.common import ReplicaSpec, RestartPolicy
 from kubetrain.api.defaults import template_containers
 from kubetrain.api.jobs import TrainingJob
-from kubetrain.frameworks.base import ObservedPhase
+from kubetrain.frameworks.addressing import replica_name
+from kubetrain.frameworks.base import EnvTarget, Framework, ObservedPhase
 
 LAUNCHER = "Launcher"
 WORKER = "Worker"
@@ -80,3 +81,36 @@ def config_volume(job: TrainingJob, modes: Mapping[str, int], files: Sequence[st
 
 def config_mount() -> dict[str, Any]:
     return {"name": CONFIG_VOLUME, "mountPath": CONFIG_MOUNT_PATH}
+
+
+MPIJobT = TypeVar("MPIJobT", bound=TrainingJob)
+
+
+class MPIFrameworkBase(Framework[MPIJobT]):
+    """What both MPIJob designs share: a launcher that runs ``mpirun`` against its workers.
+
+    The launcher is ``<job>-launcher`` and the master; workers are created first (the launcher
+    waits for them); locally only the launcher is a process, since ``mpirun`` forks the ranks.
+    """
+
+    framework_label: ClassVar[str] = "mpi"
+    replica_types: ClassVar[tuple[str, ...]] = (LAUNCHER, WORKER)
+    default_container: ClassVar[str] = "mpi"
+    default_port_name: ClassVar[str | None] = None
+    default_port: ClassVar[int | None] = None
+    default_restart_policy: ClassVar[RestartPolicy] = RestartPolicy.NEVER
+    env_target: ClassVar[EnvTarget] = EnvTarget.FIRST_CONTAINER
+    per_replica_services: ClassVar[bool] = False
+    config_mount_path: ClassVar[str | None] = CONFIG_MOUNT_PATH
+    local_root_env: ClassVar[Mapping[str, str]] = OPEN_MPI_ROOT_ENV
+
+    def is_master_role(self, job: MPIJobT, replica_type: str, index: int) -> bool:
+        return replica_type == LAUNCHER
+
+    def pod_name(self, job: MPIJobT, replica_type: str, index: int) -> str:
+        return launcher_name(job) if replica_type == LAUNCHER else replica_name(job.name, replica_type, index)
+
+    def materialised_replica_types(self, job: MPIJobT, colocated: bool) -> tuple[str, ...]:
+        if colocated:
+            return (LAUNCHER,) if LAUNCHER in job.replica_specs else ()
+        return tuple(t for t in (WORKER, LAUNCHER) if t in job.replica_specs)

@@ -33,9 +33,7 @@ from kubetrain.api.validation import (
 from kubetrain.frameworks.addressing import Addressing, replica_name
 from kubetrain.frameworks.base import (
     ConditionProposal,
-    EnvTarget,
     EnvVar,
-    Framework,
     PodDecoration,
     StatusContext,
 )
@@ -46,8 +44,8 @@ from kubetrain.frameworks.mpi_common import (
     HOSTFILE,
     LAUNCHER,
     LOCALHOST,
-    OPEN_MPI_ROOT_ENV,
     WORKER,
+    MPIFrameworkBase,
     config_mount,
     config_volume,
     evicted_workers_message,
@@ -71,23 +69,12 @@ SSH_KEY_FILES = (
 )
 
 
-class MPIV2Framework(Framework[MPIJobV2]):
+class MPIV2Framework(MPIFrameworkBase[MPIJobV2]):
     model: ClassVar[type[MPIJobV2]] = MPIJobV2
     scheme_name: ClassVar[str] = "mpijob-v2beta1"
-    framework_label: ClassVar[str] = "mpi"
     controller_name: ClassVar[str] = "mpi-operator"
-    replica_types: ClassVar[tuple[str, ...]] = (LAUNCHER, WORKER)
-    default_container: ClassVar[str] = "mpi"
-    default_port_name: ClassVar[str | None] = None
-    default_port: ClassVar[int | None] = None
-    default_restart_policy: ClassVar[RestartPolicy] = RestartPolicy.NEVER
     """The workers' default; the launcher defaults to ``OnFailure`` (its batch Job retries it)."""
-    scale_replica_type: ClassVar[str | None] = None
-    env_target: ClassVar[EnvTarget] = EnvTarget.FIRST_CONTAINER
-    per_replica_services: ClassVar[bool] = False
     managed_by_self: ClassVar[str] = "kubeflow.org/mpi-operator"
-    config_mount_path: ClassVar[str | None] = CONFIG_MOUNT_PATH
-    local_root_env: ClassVar[Mapping[str, str]] = OPEN_MPI_ROOT_ENV
     config_file_modes: ClassVar[Mapping[str, int]] = {HOSTFILE: 0o444, DISCOVER_HOSTS: 0o555}
 
     # --- defaulting ---------------------------------------------------------------------------
@@ -152,29 +139,10 @@ class MPIV2Framework(Framework[MPIJobV2]):
             errors.append(required("spec.sshAuthMountPath", "must have a mount path for SSH credentials"))
         if job.run_policy.clean_pod_policy is None:
             errors.append(required("spec.runPolicy.cleanPodPolicy", "must have clean Pod policy"))
-        for field, value in (
-            ("ttlSecondsAfterFinished", job.run_policy.ttl_seconds_after_finished),
-            ("activeDeadlineSeconds", job.run_policy.active_deadline_seconds),
-            ("backoffLimit", job.run_policy.backoff_limit),
-        ):
-            errors += non_negative_errors(f"spec.runPolicy.{field}", value)
         derived = [launcher_name(job), replica_name(job.name, WORKER, max(worker_count(job), 1) - 1)]
         return errors + derived_name_errors(job.name, derived)
 
     # --- roles, names, processes --------------------------------------------------------------
-
-    def is_master_role(self, job: MPIJobV2, replica_type: str, index: int) -> bool:
-        """v2beta1 pods carry ``job-role=launcher|worker`` instead; the launcher is the master."""
-        return replica_type == LAUNCHER
-
-    def pod_name(self, job: MPIJobV2, replica_type: str, index: int) -> str:
-        """The launcher's hostname is ``<job>-launcher`` (upstream's batch Job names its pod)."""
-        return launcher_name(job) if replica_type == LAUNCHER else replica_name(job.name, replica_type, index)
-
-    def materialised_replica_types(self, job: MPIJobV2, colocated: bool) -> tuple[str, ...]:
-        if colocated:
-            return (LAUNCHER,) if LAUNCHER in job.replica_specs else ()
-        return tuple(t for t in (WORKER, LAUNCHER) if t in job.replica_specs)
 
     def replica_labels(self, job: MPIJobV2, replica_type: str, index: int) -> dict[str, str]:
         """mpi-operator's set: ``job-role`` launcher/worker, no replica-type; the launcher has an

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from builders import counted, defaulted, status_context
 from kubetrain.api.common import CleanPodPolicy, RestartPolicy
+from kubetrain.api.errors import InvalidJobError
 from kubetrain.api.jobs import V2BETA1, LauncherCreationPolicy, MPIImplementation, MPIJobV2
+from kubetrain.engine.admission import admit
 from kubetrain.frameworks.addressing import ClusterAddressing, LocalAddressing
 from kubetrain.frameworks.base import ObservedPhase
 from kubetrain.frameworks.mpi_v2 import MPIV2Framework
@@ -210,7 +214,9 @@ def test_only_never_and_on_failure_restart_policies_are_supported() -> None:
 
 def test_run_policy_numbers_must_not_be_negative() -> None:
     built = mpijob({"Launcher": 1}, spec={"runPolicy": {"backoffLimit": -1}})
-    assert errors_of(built) == [
+    with pytest.raises(InvalidJobError) as raised:
+        admit(built)
+    assert [str(e) for e in raised.value.errors] == [
         "spec.runPolicy.backoffLimit: Invalid value: -1: must be greater than or equal to 0"
     ]
 
