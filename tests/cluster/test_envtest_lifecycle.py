@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kubetrain.cli.main import app
-from kubetrain.envtest import controlplane, processes
+from kubetrain.envtest import binaries, controlplane, processes
 from kubetrain.envtest.kubeapi import KubeApi
 from kubetrain.envtest.pytest_plugin import EnvtestCluster
 
@@ -35,3 +35,13 @@ def test_a_second_envtest_runs_beside_the_first_and_stop_ends_all_its_processes(
     assert not any(record is not None and record.is_running() for record in records)
     with KubeApi.from_kubeconfig(envtest.kubeconfig) as first:
         assert first.is_ok("/readyz")
+
+
+def test_env_exports_the_kubeconfig_and_puts_the_built_kubectl_first_on_path(envtest: EnvtestCluster) -> None:
+    if envtest.run_dir is None:
+        pytest.skip("the cluster of KUBETRAIN_KUBECONFIG has no envtest run directory")
+    result = CliRunner().invoke(app, ["envtest", "env", "--dir", str(envtest.run_dir)])
+
+    assert result.exit_code == 0, result.output
+    assert f"export KUBECONFIG={envtest.kubeconfig.resolve()}" in result.stdout
+    assert f"export PATH={binaries.locate().directory}:" in result.stdout

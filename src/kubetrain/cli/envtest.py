@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import typer
@@ -132,3 +133,19 @@ def kubeconfig(directory: Path | None = DIR_OPTION) -> None:
         _say(f"no envtest is running in {run_dir}; start one with: kubetrain envtest start --dir {run_dir}")
         raise typer.Exit(1)
     typer.echo(current.state.kubeconfig)
+
+
+@app.command()
+def env(directory: Path | None = DIR_OPTION) -> None:
+    """Print shell exports for the running envtest: KUBECONFIG, and PATH with its kubectl first.
+
+    Example: eval "$(kubetrain envtest env)" && kubectl get nodes
+    """
+    run_dir = _run_dir(directory)
+    current = controlplane.status(run_dir)
+    if current.state is None or not current.running:
+        _say(f"no envtest is running in {run_dir}; start one with: kubetrain envtest start --dir {run_dir}")
+        raise typer.Exit(1)
+    bin_dir = binaries.locate().directory
+    typer.echo(f"export KUBECONFIG={shlex.quote(str(current.state.kubeconfig))}")
+    typer.echo(f'export PATH={shlex.quote(str(bin_dir))}:"$PATH"')
