@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from kubetrain.envtest import controlplane
+from kubetrain.envtest import binaries, controlplane
 from kubetrain.envtest.kubeapi import ApiError, KubeApi
 from kubetrain.envtest.poddriver import PodDriver
 
@@ -46,6 +46,22 @@ class EnvtestCluster:
 def _tell_terminal(message: str) -> None:
     # A first build takes minutes; say so past pytest's output capture.
     print(f"envtest: {message}", file=sys.__stderr__, flush=True)
+
+
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    """Build the binaries, if a collected test needs envtest and they are missing, before any test runs:
+    a cold build takes minutes, more than pytest-timeout allows the first test's setup."""
+    needs_envtest = any("envtest" in getattr(item, "fixturenames", ()) for item in items)
+    if not needs_envtest or os.environ.get(KUBECONFIG_ENV):
+        return
+    running = controlplane.status(controlplane.default_run_dir())
+    if not running.running:
+        try:
+            binaries.ensure_built(log=_tell_terminal)
+        except binaries.BuildError as error:
+            raise pytest.UsageError(f"envtest: {error}") from error
 
 
 @pytest.fixture(scope="session")
