@@ -518,6 +518,7 @@ def stop_component(run_dir: Path, name: str, crash: bool = False) -> bool:
     would; otherwise it shuts down gracefully (an API server with open watches takes up to 10 s)."""
     if name not in COMPONENT_ORDER:
         raise ValueError(f"unknown component {name!r}; one of {', '.join(COMPONENT_ORDER)}")
+    processes.remember_command(run_dir, name)
     return processes.terminate(run_dir, name, grace_seconds=0 if crash else 10.0)
 
 

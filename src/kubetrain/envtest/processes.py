@@ -99,6 +99,17 @@ def command_file(run_dir: Path, name: str) -> Path:
     return run_dir / "commands" / f"{name}.json"
 
 
+def remember_command(run_dir: Path, name: str) -> None:
+    """Make sure ``respawn`` can start the component again: record the running process's command line if
+    it was started by a kubetrain that did not record commands yet."""
+    command = command_file(run_dir, name)
+    record = read_record(run_dir, name)
+    if command.exists() or record is None or not record.is_running():
+        return
+    command.parent.mkdir(parents=True, exist_ok=True)
+    command.write_text(json.dumps(psutil.Process(record.pid).cmdline()) + "\n")
+
+
 def respawn(run_dir: Path, name: str) -> ProcessRecord:
     """Start a component again with the command line it was last started with (after ``terminate``)."""
     try:

@@ -65,3 +65,17 @@ def test_a_terminated_process_can_be_started_again_with_its_recorded_command(tmp
         assert second.pid != first.pid
     finally:
         processes.terminate(tmp_path, "sleeper")
+
+
+def test_a_process_started_without_a_recorded_command_can_still_be_started_again(tmp_path: Path) -> None:
+    first = processes.spawn(tmp_path, "sleeper", SLEEPER)
+    processes.command_file(tmp_path, "sleeper").unlink()  # as an envtest started by an older kubetrain
+
+    processes.remember_command(tmp_path, "sleeper")
+    processes.terminate(tmp_path, "sleeper")
+    second = processes.respawn(tmp_path, "sleeper")
+    try:
+        assert second.is_running()
+        assert second.pid != first.pid
+    finally:
+        processes.terminate(tmp_path, "sleeper")
