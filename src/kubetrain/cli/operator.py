@@ -11,7 +11,8 @@ from typing import Any
 import typer
 
 from kubetrain.frameworks.base import Framework, InitSettings
-from kubetrain.frameworks.registry import FRAMEWORKS, framework_by_name
+from kubetrain.frameworks.crds import DEFAULT_MPI_API, MpiApi, frameworks_for
+from kubetrain.frameworks.registry import framework_by_name
 from kubetrain.kube import logs
 from kubetrain.kube.health import parse_bind_address
 from kubetrain.kube.operator import DEFAULT_LEASE_NAME, MissingCrdError, Operator, OperatorSettings
@@ -24,9 +25,14 @@ CLUSTER_DOMAIN_ENV = "CUSTOM_CLUSTER_DOMAIN"
 EXIT_BAD_FLAGS = 2
 
 
-def enabled_frameworks(names: list[str]) -> list[Framework[Any]]:
+def enabled_frameworks(names: list[str], mpi_api: MpiApi = DEFAULT_MPI_API) -> list[Framework[Any]]:
+    """The named kinds; by default every kind, with the MPIJob of ``mpi_api``.
+
+    Both MPIJob versions share one CRD name, so a cluster serves one of them; a named scheme keeps
+    its meaning (``mpijob`` is kubeflow.org/v1, ``mpijob-v2beta1`` the mpi-operator API).
+    """
     if not names:
-        return [f for f in FRAMEWORKS if f.api_version == V1]
+        return frameworks_for(mpi_api)
     chosen: list[Framework[Any]] = []
     for name in names:
         try:
@@ -49,8 +55,14 @@ def operator(
     enable_scheme: list[str] = typer.Option(
         [],
         "--enable-scheme",
-        help="A kind to reconcile (repeatable, any case: pytorchjob, tfjob, ...); "
-        "default every kubeflow.org/v1 kind whose CRD is installed.",
+        help="A kind to reconcile (repeatable, any case: pytorchjob, tfjob, mpijob-v2beta1, ...); "
+        "default every kind whose CRD is installed, with the MPIJob of --mpi-api.",
+    ),
+    mpi_api: MpiApi = typer.Option(
+        DEFAULT_MPI_API,
+        "--mpi-api",
+        help="Which MPIJob the default kinds include: v2beta1 (mpi-operator, SSH) or v1 (kubectl exec). "
+        "Both share the CRD name mpijobs.kubeflow.org; install the matching one from manifests/.",
     ),
     namespace: str | None = typer.Option(
         None, "--namespace", envvar="KUBEFLOW_NAMESPACE", help="Watch only this namespace (default: all)."
@@ -112,7 +124,7 @@ def operator(
         mpi_kubectl_delivery_image=mpi_kubectl_delivery_image,
     )
     settings = OperatorSettings(
-        frameworks=enabled_frameworks(enable_scheme),
+        frameworks=enabled_frameworks(enable_scheme, mpi_api),
         frameworks_required=bool(enable_scheme),
         namespace=namespace or None,
         render=RenderSettings(gang_scheduler=gang_scheduler_name or None, init=init),

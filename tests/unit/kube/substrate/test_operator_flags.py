@@ -6,7 +6,8 @@ import pytest
 from typer.testing import CliRunner
 
 from kubetrain.cli.main import app
-from kubetrain.cli.operator import V1, enabled_frameworks
+from kubetrain.cli.operator import enabled_frameworks
+from kubetrain.frameworks.crds import MpiApi
 from kubetrain.kube.health import parse_bind_address
 
 
@@ -23,10 +24,29 @@ def test_schemes_are_case_insensitive_and_deduplicated() -> None:
     ]
 
 
-def test_by_default_every_kubeflow_v1_kind_is_enabled_and_no_v2beta1_one() -> None:
-    kinds = {f.kind for f in enabled_frameworks([])}
-    assert kinds == {"PyTorchJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob", "MXJob", "MPIJob"}
-    assert {f.api_version for f in enabled_frameworks([])} == {V1}
+EVERY_KIND = {"PyTorchJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob", "MXJob", "MPIJob"}
+
+
+def test_by_default_every_kind_is_enabled_with_the_v2beta1_mpijob() -> None:
+    enabled = enabled_frameworks([])
+    assert {f.kind for f in enabled} == EVERY_KIND
+    assert [f.api_version for f in enabled if f.kind == "MPIJob"] == ["kubeflow.org/v2beta1"]
+
+
+def test_mpi_api_v1_puts_the_v1_mpijob_in_the_default_kinds() -> None:
+    enabled = enabled_frameworks([], MpiApi.V1)
+    assert {f.kind for f in enabled} == EVERY_KIND
+    assert {f.api_version for f in enabled} == {"kubeflow.org/v1"}
+
+
+def test_a_named_scheme_keeps_its_mpijob_version_whatever_the_mpi_api() -> None:
+    assert [f.api_version for f in enabled_frameworks(["mpijob"], MpiApi.V2BETA1)] == ["kubeflow.org/v1"]
+
+
+def test_an_unknown_mpi_api_is_refused_naming_the_flag() -> None:
+    result = CliRunner().invoke(app, ["operator", "--mpi-api", "v3"])
+    assert result.exit_code == 2
+    assert "--mpi-api" in result.output
 
 
 @pytest.mark.parametrize(
