@@ -37,6 +37,7 @@ from kubetrain.engine.types import (
 from kubetrain.frameworks.addressing import ClusterAddressing
 from kubetrain.frameworks.base import Autoscaling, Framework
 from kubetrain.frameworks.labels import job_labels
+from kubetrain.kube import ssh
 from kubetrain.kube.events import EventRecord, EventRecorder
 from kubetrain.kube.metrics import OperatorMetrics
 from kubetrain.kube.render import (
@@ -289,9 +290,7 @@ class Actor:
         uid = str((target.stored.get("metadata") or {}).get("uid", ""))
         if uid not in self._companions_made:
             for obj in render_companions(target.job, target.framework):
-                response = await self._http.post(_collection_of(obj), json=obj)
-                if response.status_code != 409:
-                    raise_for_status(response, response.content)
+                await self._create_companion(obj)
             self._companions_made.add(uid)
         hosts = list(target.running_hosts)
         desired = render_config_map(target.job, target.framework, self._addressing, hosts)
@@ -307,6 +306,24 @@ class Actor:
             raise_for_status(current, current.content)
             return
         raise_for_status(response, response.content)
+
+    async def _create_companion(self, obj: dict[str, Any]) -> None:
+        """Create one companion; an SSH-auth Secret gets its key pair here, once (or again when an
+        existing one holds a different key set, as mpi-operator does)."""
+        collection = _collection_of(obj)
+        body = ssh.with_keys(obj) if ssh.needs_keys(obj) else obj
+        response = await self._http.post(collection, json=body)
+        if response.status_code != 409:
+            raise_for_status(response, response.content)
+            return
+        if not ssh.needs_keys(obj):
+            return
+        path = f"{collection}/{obj['metadata']['name']}"
+        current = await self._http.get(path)
+        raise_for_status(current, current.content)
+        if ssh.needs_keys(current.json()):
+            response = await self._http.put(path, json=ssh.with_keys(current.json()))
+            raise_for_status(response, response.content)
 
     # --- PodGroup, job ------------------------------------------------------------------------
 
