@@ -76,9 +76,11 @@ manifests: $(STAMP)
 	$(BIN)/kubetrain manifests crds --mpi-api v1 --kind MPIJob --output-dir charts/kubetrain/files/crds-mpijob-v1
 	$(BIN)/kubetrain manifests api-reference --update docs/api.md
 
-# The job commands' reference in docs/cli.md, from their --help; a unit test fails when it is stale.
+# The job commands' reference in docs/cli.md, from their --help, and the `kubetrain plan` outputs shown in
+# docs/frameworks/; unit tests fail when either is stale.
 docs: $(STAMP)
 	$(BIN)/python -m kubetrain.cli.reference > docs/cli.md
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python tests/docs_blocks.py docs/frameworks/*.md
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
