@@ -30,6 +30,8 @@ def clean_replicas(ctx: ReconcileContext) -> None:
     if policy is CleanPodPolicy.NONE:
         return
     for replica in ctx.observation.replicas:
+        if ctx.retried_by_controller(replica.replica_type):
+            continue  # a batch Job is never deleted by the operator; its own TTL removes it
         if policy is CleanPodPolicy.ALL or replica.phase in _STILL_RUNNING:
             ctx.delete_replica_and_service(replica, "clean-pod-policy")
 
@@ -40,6 +42,8 @@ def expire(ctx: ReconcileContext) -> None:
     finished_at = ctx.status.completion_time
     if ttl is None or finished_at is None or ctx.job.run_policy.suspend:
         return
+    if ctx.run_policy_carried_by_batch_job():
+        return  # the TTL is the batch Job's; the job object itself stays (as mpi-operator)
     remaining = (finished_at + timedelta(seconds=ttl) - ctx.now).total_seconds()
     if remaining <= 0:
         ctx.actions.append(DeleteJob())

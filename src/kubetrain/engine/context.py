@@ -80,6 +80,14 @@ class ReconcileContext:
             grouped[(replica.replica_type, replica.index)].append(replica)
         return dict(grouped)
 
+    def retried_by_controller(self, replica_type: str) -> bool:
+        """The replica type runs as a batch Job: its controller restarts it, a failure seen is final."""
+        return self.traits.batch_jobs and self.framework.runs_as_batch_job(self.job, replica_type)
+
+    def run_policy_carried_by_batch_job(self) -> bool:
+        """backoffLimit, activeDeadlineSeconds and TTL are copied onto a batch Job (MPI v2beta1)."""
+        return any(self.retried_by_controller(t) for t in self.job.replica_specs)
+
     def has_service(self, key: ReplicaKey) -> bool:
         return self.observation.services is not None and key in self.observation.services
 
@@ -117,9 +125,12 @@ class ReconcileContext:
         self.delete_service((replica.replica_type, replica.index))
 
     def delete_everything(self, reason: str) -> None:
-        """Every replica and every service of the job (suspend, backoff / deadline failure)."""
+        """Every replica and every service of the job (suspend, backoff / deadline failure).
+
+        A batch Job's replica stays: the Job is suspended with the job, never deleted (as upstream)."""
         for replica in self.observation.replicas:
-            self.delete_replica(replica, reason)
+            if not self.retried_by_controller(replica.replica_type):
+                self.delete_replica(replica, reason)
         for key in sorted(self.observation.services or ()):
             self.delete_service(key)
 

@@ -37,6 +37,7 @@ def total_restarts(ctx: ReconcileContext) -> int:
         for replica in ctx.observation.replicas
         if not replica.terminating
         and replica.replica_type in ctx.job.replica_specs
+        and not ctx.retried_by_controller(replica.replica_type)
         and replica_policy(ctx.job, replica.replica_type, ctx.framework) in _RESTARTING_POLICIES
     )
     return replaced + in_place
@@ -60,7 +61,12 @@ def deadline_remaining(ctx: ReconcileContext) -> float | None:
 
 
 def failure_from_limits(ctx: ReconcileContext) -> str | None:
-    """The failure message when a limit is exceeded, else None."""
+    """The failure message when a limit is exceeded, else None.
+
+    A run policy copied onto a batch Job is that Job's to enforce: its failure reaches the job through
+    the observed replica, with the Job's own reason (``BackoffLimitExceeded``, ``DeadlineExceeded``)."""
+    if ctx.run_policy_carried_by_batch_job():
+        return None
     if backoff_limit_exceeded(ctx):
         return backoff_limit_message(ctx.name)
     remaining = deadline_remaining(ctx)

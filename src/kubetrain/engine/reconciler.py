@@ -104,7 +104,8 @@ def _run(ctx: ReconcileContext) -> None:
         ctx.status.start_time = ctx.now
     # The rules see this round's conditions (TF keeps a Restarting set while replicas were restarted).
     current = ctx.job.with_status(ctx.status)
-    context = StatusContext(current, ctx.status.replica_statuses, observed, ctx.traits.colocated)
+    retried = frozenset(t for t in ctx.job.replica_specs if ctx.retried_by_controller(t))
+    context = StatusContext(current, ctx.status.replica_statuses, observed, ctx.traits.colocated, retried)
     for proposal in ctx.framework.status_rules(context):
         ctx.set_condition(proposal.type, proposal.reason, proposal.message)
 

@@ -89,15 +89,40 @@ def _reconcile_type(
         ):
             ctx.create_service(key)
         if not replicas:
-            ctx.create_replica(key)
-            _warn_about_template_overrides(ctx, replica_type)
+            if _awaited_replicas_ready(ctx, replica_type, observed):
+                ctx.create_replica(key)
+                _warn_about_template_overrides(ctx, replica_type)
             continue
         for replica in replicas:
             _count(counts, replica)
-            seen.append(ObservedPhase(replica_type, index, replica.phase, replica.exit_code, replica.reason))
-            if replica.phase is Phase.FAILED and not replica.terminating:
+            seen.append(
+                ObservedPhase(
+                    replica_type, index, replica.phase, replica.exit_code, replica.reason, replica.message
+                )
+            )
+            if (
+                replica.phase is Phase.FAILED
+                and not replica.terminating
+                and not ctx.retried_by_controller(replica_type)
+            ):
                 _handle_failure(ctx, replica, counts)
     return seen
+
+
+def _awaited_replicas_ready(
+    ctx: ReconcileContext, replica_type: str, observed: dict[tuple[str, int], list[ObservedReplica]]
+) -> bool:
+    """Whether every replica of the type ``replica_type`` waits for is Ready (WaitForWorkersReady).
+
+    A type that is not materialised here (locally, MPI's workers) is not waited for."""
+    awaited = ctx.framework.awaited_replica_type(ctx.job, replica_type)
+    materialised = ctx.framework.materialised_replica_types(ctx.job, ctx.traits.colocated)
+    if awaited is None or awaited not in materialised:
+        return True
+    return all(
+        any(r.ready and not r.terminating for r in observed.get((awaited, index), []))
+        for index in range(replica_count(ctx.job, awaited))
+    )
 
 
 def _warn_about_template_overrides(ctx: ReconcileContext, replica_type: str) -> None:

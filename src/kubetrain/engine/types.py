@@ -43,6 +43,8 @@ class ObservedReplica:
     ready: bool = False
     reason: str | None = None
     """Pod ``status.reason`` such as ``Evicted``."""
+    message: str | None = None
+    """Why it failed, when its controller says (a batch Job's ``Failed`` condition message)."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,9 @@ class Traits:
     """Every replica on one host (local): frameworks may materialise fewer replicas."""
     gang_scheduler: str | None = None
     """``volcano``, a scheduler-plugins scheduler name, or None."""
+    batch_jobs: bool = False
+    """Replica types a framework ``runs_as_batch_job`` are ``batch/v1`` Jobs here (Kubernetes): their
+    restarts, backoffLimit, deadline and TTL are the Job controller's, not the engine's."""
 
 
 # --- actions ---------------------------------------------------------------------------------

@@ -50,6 +50,8 @@ class ObservedPhase:
     """Exit code of the framework's default container, when it has terminated."""
     reason: str | None = None
     """Pod ``status.reason`` (``Evicted``, ...)."""
+    message: str | None = None
+    """Why it failed, in words, when its controller says (a batch Job's ``Failed`` condition)."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,9 @@ class StatusContext:
     replicas: Sequence[ObservedPhase]
     colocated: bool
     """Local substrate: replica types the framework does not materialise are not observed."""
+    retried_by_controller: frozenset[str] = frozenset()
+    """Replica types run by a ``batch/v1`` Job on this substrate: a failure observed for them is final
+    (the Job already spent its ``backoffLimit``)."""
 
 
 class Framework(ABC, Generic[JobT]):
@@ -199,6 +204,25 @@ class Framework(ABC, Generic[JobT]):
     def runs_as_batch_job(self, job: JobT, replica_type: str) -> bool:
         """Replicas run by a ``batch/v1`` Job carrying the run policy (MPI v2beta1's launcher)."""
         return False
+
+    def awaited_replica_type(self, job: JobT, replica_type: str) -> str | None:
+        """A replica type whose replicas must all be Ready before ``replica_type`` is created
+        (MPI v2beta1's ``launcherCreationPolicy: WaitForWorkersReady``); None: created at once."""
+        return None
+
+    def replica_type_of(self, labels: Mapping[str, str]) -> str | None:
+        """The canonical replica type a child's labels name (``replica-type``, any case)."""
+        label = labels.get(REPLICA_TYPE_LABEL)
+        if label is None:
+            return None
+        return next((t for t in self.replica_types if t.lower() == label.lower()), label)
+
+    def replica_index_of(self, job: JobT, labels: Mapping[str, str]) -> int | None:
+        """The replica index a child's labels name; None when missing or malformed."""
+        try:
+            return int(labels[REPLICA_INDEX_LABEL])
+        except (KeyError, ValueError):
+            return None
 
 
 @dataclass(frozen=True)

@@ -280,6 +280,24 @@ class MPIV2Framework(MPIFrameworkBase[MPIJobV2]):
         """The launcher is a ``batch/v1`` Job: its retries and deadline are the Job controller's."""
         return replica_type == LAUNCHER
 
+    def awaited_replica_type(self, job: MPIJobV2, replica_type: str) -> str | None:
+        waits = job.spec.launcher_creation_policy == LauncherCreationPolicy.WAIT_FOR_WORKERS_READY
+        return WORKER if replica_type == LAUNCHER and waits else None
+
+    def replica_type_of(self, labels: Mapping[str, str]) -> str | None:
+        """v2beta1 pods carry no replica-type label: the job role says it."""
+        return {"launcher": LAUNCHER, "worker": WORKER}.get(labels.get(JOB_ROLE_LABEL, ""))
+
+    def replica_index_of(self, job: MPIJobV2, labels: Mapping[str, str]) -> int | None:
+        """The launcher is index 0; workers shift by one when the launcher is also a worker."""
+        role = self.replica_type_of(labels)
+        if role == LAUNCHER:
+            return 0
+        index = super().replica_index_of(job, labels)
+        if role is None or index is None:
+            return None
+        return index - 1 if job.spec.run_launcher_as_worker else index
+
     # --- status -------------------------------------------------------------------------------
 
     def status_rules(self, context: StatusContext) -> list[ConditionProposal]:
@@ -298,12 +316,12 @@ class MPIV2Framework(MPIFrameworkBase[MPIJobV2]):
             message = f"MPIJob {full_name} successfully completed."
             return [ConditionProposal(ConditionType.SUCCEEDED, "MPIJobSucceeded", message)]
         found: list[ConditionProposal] = []
-        if launcher.failed > 0 and launcher.restart_policy == RestartPolicy.NEVER:
-            pods = observed(context.replicas, LAUNCHER)
-            reason = (
-                next((p.reason for p in pods if p.phase == "Failed" and p.reason), None) or "MPIJobFailed"
-            )
-            found.append(ConditionProposal(ConditionType.FAILED, reason, f"MPIJob {full_name} has failed"))
+        final = launcher.restart_policy == RestartPolicy.NEVER or LAUNCHER in context.retried_by_controller
+        if launcher.failed > 0 and final:
+            failed = [p for p in observed(context.replicas, LAUNCHER) if p.phase == "Failed"]
+            reason = next((p.reason for p in failed if p.reason), None) or "MPIJobFailed"
+            message = next((p.message for p in failed if p.message), None) or f"MPIJob {full_name} has failed"
+            found.append(ConditionProposal(ConditionType.FAILED, reason, message))
         workers = observed(context.replicas, WORKER)
         evicted = evicted_workers_message(workers)
         if evicted is not None:
