@@ -6,17 +6,13 @@ Pure functions of the cached wire JSON. Only children whose controller ownerRefe
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from kubetrain.api.jobs import TrainingJob
 from kubetrain.engine.types import Observation, ObservedReplica, Phase, PodGroupState
 from kubetrain.frameworks.base import Framework
-from kubetrain.frameworks.labels import (
-    REPLICA_INDEX_LABEL,
-    REPLICA_TYPE_LABEL,
-)
 
 KubeObject = Mapping[str, Any]
 
@@ -36,18 +32,14 @@ def canonical_types(job: TrainingJob, framework: Framework[Any]) -> dict[str, st
     return names
 
 
-def replica_identity(obj: KubeObject, types: Mapping[str, str]) -> tuple[str, int] | None:
-    """``(type, index)`` from a child's labels; None when the labels are missing or malformed."""
-    labels = (obj.get("metadata") or {}).get("labels") or {}
-    type_label = labels.get(REPLICA_TYPE_LABEL)
-    index_label = labels.get(REPLICA_INDEX_LABEL)
-    if type_label is None or index_label is None:
+def replica_identity(obj: KubeObject, job: TrainingJob, framework: Framework[Any]) -> tuple[str, int] | None:
+    """``(type, index)`` from a child's labels, as the framework labels them; None when malformed."""
+    labels = {str(k): str(v) for k, v in ((obj.get("metadata") or {}).get("labels") or {}).items()}
+    replica_type = framework.replica_type_of(labels)
+    index = framework.replica_index_of(job, labels)
+    if replica_type is None or index is None:
         return None
-    try:
-        index = int(index_label)
-    except ValueError:
-        return None
-    return types.get(str(type_label), str(type_label)), index
+    return canonical_types(job, framework).get(replica_type.lower(), replica_type), index
 
 
 def _container_statuses(pod: KubeObject) -> list[Mapping[str, Any]]:
@@ -80,10 +72,8 @@ def _main_container(pod: KubeObject, framework: Framework[Any]) -> str:
     return names[0]
 
 
-def observe_pod(
-    pod: KubeObject, types: Mapping[str, str], framework: Framework[Any]
-) -> ObservedReplica | None:
-    identity = replica_identity(pod, types)
+def observe_pod(pod: KubeObject, job: TrainingJob, framework: Framework[Any]) -> ObservedReplica | None:
+    identity = replica_identity(pod, job, framework)
     if identity is None:
         return None
     status = pod.get("status") or {}
@@ -113,18 +103,86 @@ def observe(
     pod_group: KubeObject | None = None,
     *,
     gang_scheduling: bool = False,
+    batch_jobs: Iterable[tuple[KubeObject, Sequence[KubeObject]]] = (),
 ) -> Observation:
-    """The job's children as the engine sees them; ``pods``/``services`` are the job's owned children."""
-    types = canonical_types(job, framework)
+    """The job's children as the engine sees them; ``pods``/``services`` are the job's owned children,
+    ``batch_jobs`` its owned batch/v1 Jobs, each with the pods it owns."""
     replicas = tuple(
-        replica for replica in (observe_pod(pod, types, framework) for pod in pods) if replica is not None
+        replica for replica in (observe_pod(pod, job, framework) for pod in pods) if replica is not None
+    )
+    replicas += tuple(
+        replica
+        for batch_job, job_pods in batch_jobs
+        if (replica := observe_batch_job(batch_job, job_pods, job, framework)) is not None
     )
     observed_services = None
     if services is not None:
-        identities = (replica_identity(service, types) for service in services)
+        identities = (replica_identity(service, job, framework) for service in services)
         observed_services = frozenset(identity for identity in identities if identity is not None)
     group = None
     if gang_scheduling:
         phase = ((pod_group or {}).get("status") or {}).get("phase")
         group = PodGroupState(exists=pod_group is not None, phase=phase)
     return Observation(replicas=replicas, services=observed_services, pod_group=group)
+
+
+BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
+
+
+def _true_condition(obj: KubeObject, type_: str) -> Mapping[str, Any] | None:
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c.get("type") == type_ and c.get("status") == "True"), None)
+
+
+def _last_failed_pod(pods: Sequence[KubeObject]) -> KubeObject | None:
+    failed = [p for p in pods if (p.get("status") or {}).get("phase") == Phase.FAILED.value]
+    return max(
+        failed, key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp") or ""), default=None
+    )
+
+
+def observe_batch_job(
+    batch_job: KubeObject, pods: Sequence[KubeObject], job: TrainingJob, framework: Framework[Any]
+) -> ObservedReplica | None:
+    """One replica run by a batch/v1 Job, as mpi-operator reads its launcher Job (§4.12).
+
+    ``Complete`` → Succeeded; ``Failed`` → Failed with the Job's reason and message (past its
+    backoffLimit, the reason becomes ``BackoffLimitExceeded/<last failed pod's reason>`` and the message
+    gains that pod's message); otherwise Running when one of its pods runs, else Pending. Its pods' own
+    failures and restarts are the Job controller's to retry, so they are not reported.
+    """
+    identity = replica_identity(batch_job, job, framework)
+    if identity is None:
+        return None
+    deletion = parse_time((batch_job.get("metadata") or {}).get("deletionTimestamp"))
+    terminating = deletion is not None
+    if _true_condition(batch_job, "Complete") is not None:
+        return ObservedReplica(
+            *identity, Phase.SUCCEEDED, exit_code=0, terminating=terminating, deletion_timestamp=deletion
+        )
+    failed = _true_condition(batch_job, "Failed")
+    if failed is not None:
+        reason = str(failed.get("reason") or "") or None
+        message = str(failed.get("message") or "") or None
+        last = _last_failed_pod(pods)
+        if reason == BACKOFF_LIMIT_EXCEEDED and last is not None:
+            pod_status = last.get("status") or {}
+            reason = f"{reason}/{pod_status.get('reason') or ''}"
+            message = f"{message or ''}: {pod_status.get('message') or ''}"
+        return ObservedReplica(
+            *identity,
+            Phase.FAILED,
+            reason=reason,
+            message=message,
+            terminating=terminating,
+            deletion_timestamp=deletion,
+        )
+    live = [p for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")]
+    running = [p for p in live if (p.get("status") or {}).get("phase") == Phase.RUNNING.value]
+    return ObservedReplica(
+        *identity,
+        Phase.RUNNING if running else Phase.PENDING,
+        ready=any(_is_ready(p) for p in running),
+        terminating=terminating,
+        deletion_timestamp=deletion,
+    )

@@ -12,7 +12,6 @@ from kubetrain.kube.observe import observe, observe_pod
 
 PYTORCH = job("PyTorchJob", {"Master": 1, "Worker": 2})
 FRAMEWORK = framework_for(PYTORCH)
-TYPES = {"master": "Master", "worker": "Worker"}
 
 
 def pod(
@@ -42,7 +41,7 @@ def terminated(name: str, code: int, state: str = "state") -> dict[str, Any]:
 
 
 def test_type_and_index_come_from_the_labels_with_the_type_in_its_canonical_case() -> None:
-    replica = observe_pod(pod("worker", "1"), TYPES, FRAMEWORK)
+    replica = observe_pod(pod("worker", "1"), PYTORCH, FRAMEWORK)
     assert replica is not None
     assert (replica.replica_type, replica.index) == ("Worker", 1)
 
@@ -50,38 +49,38 @@ def test_type_and_index_come_from_the_labels_with_the_type_in_its_canonical_case
 def test_a_pod_without_replica_labels_is_not_a_replica() -> None:
     unlabelled = pod()
     unlabelled["metadata"]["labels"] = {}
-    assert observe_pod(unlabelled, TYPES, FRAMEWORK) is None
+    assert observe_pod(unlabelled, PYTORCH, FRAMEWORK) is None
 
 
 def test_a_pod_with_a_malformed_index_is_not_a_replica() -> None:
-    assert observe_pod(pod(index="one"), TYPES, FRAMEWORK) is None
+    assert observe_pod(pod(index="one"), PYTORCH, FRAMEWORK) is None
 
 
 def test_a_pod_without_a_phase_is_pending() -> None:
-    replica = observe_pod(pod(phase=None), TYPES, FRAMEWORK)
+    replica = observe_pod(pod(phase=None), PYTORCH, FRAMEWORK)
     assert replica is not None and replica.phase is Phase.PENDING
 
 
 def test_the_exit_code_is_the_default_containers_not_the_first_containers() -> None:
     statuses = [terminated("sidecar", 0), terminated("pytorch", 137)]
-    replica = observe_pod(pod(phase="Failed", statuses=statuses), TYPES, FRAMEWORK)
+    replica = observe_pod(pod(phase="Failed", statuses=statuses), PYTORCH, FRAMEWORK)
     assert replica is not None and replica.exit_code == 137
 
 
 def test_a_running_pod_reports_no_exit_code_even_after_an_in_place_restart() -> None:
     statuses = [terminated("pytorch", 1, state="lastState")]
-    replica = observe_pod(pod(phase="Running", statuses=statuses), TYPES, FRAMEWORK)
+    replica = observe_pod(pod(phase="Running", statuses=statuses), PYTORCH, FRAMEWORK)
     assert replica is not None and replica.exit_code is None
 
 
 def test_restart_count_is_summed_over_every_container() -> None:
     statuses = [{"name": "sidecar", "restartCount": 2}, {"name": "pytorch", "restartCount": 3}]
-    replica = observe_pod(pod(statuses=statuses), TYPES, FRAMEWORK)
+    replica = observe_pod(pod(statuses=statuses), PYTORCH, FRAMEWORK)
     assert replica is not None and replica.restart_count == 5
 
 
 def test_a_deletion_timestamp_makes_the_replica_terminating_with_that_deadline() -> None:
-    replica = observe_pod(pod(deletionTimestamp="2026-01-02T03:04:05Z"), TYPES, FRAMEWORK)
+    replica = observe_pod(pod(deletionTimestamp="2026-01-02T03:04:05Z"), PYTORCH, FRAMEWORK)
     assert replica is not None and replica.terminating
     assert replica.deletion_timestamp == datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -90,7 +89,7 @@ def test_ready_follows_the_pods_ready_condition_and_reason_its_status_reason() -
     ready = pod()
     ready["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
     ready["status"]["reason"] = "Evicted"
-    replica = observe_pod(ready, TYPES, FRAMEWORK)
+    replica = observe_pod(ready, PYTORCH, FRAMEWORK)
     assert replica is not None and replica.ready and replica.reason == "Evicted"
 
 
