@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from kubetrain.envtest import gomodule
 from kubetrain.envtest.toolchain import ToolchainError, find_go
 
 MODULE_ENV = "KUBETRAIN_ENVTEST_MODULE"
@@ -75,18 +76,28 @@ class Binaries:
 
 
 def module_dir() -> Path:
-    """The Go module that pins the release: ``$KUBETRAIN_ENVTEST_MODULE`` or ``tools/envtest`` of this
-    checkout."""
+    """The Go module that pins the release: ``$KUBETRAIN_ENVTEST_MODULE``, else ``tools/envtest`` of this
+    checkout, else (an installed kubetrain) the module generated into the cache."""
     override = os.environ.get(MODULE_ENV)
     if override:
         return Path(override)
-    return Path(__file__).resolve().parents[3] / "tools" / "envtest"
+    checkout = Path(__file__).resolve().parents[3] / "tools" / "envtest"
+    if (checkout / "go.mod").is_file():
+        return checkout
+    return generated_module_dir()
+
+
+def generated_module_dir() -> Path:
+    return cache_root() / "module" / gomodule.KUBERNETES_VERSION
 
 
 def kubernetes_version(module: Path | None = None) -> str:
     """The k8s.io/kubernetes version the Go module requires (``v1.34.4``)."""
-    go_mod = (module or module_dir()) / "go.mod"
+    module = module or module_dir()
+    go_mod = module / "go.mod"
     if not go_mod.is_file():
+        if module == generated_module_dir():
+            return gomodule.KUBERNETES_VERSION
         raise BuildError(
             f"{go_mod} not found: run from a kubetrain checkout or set {MODULE_ENV} to its tools/envtest"
         )
@@ -138,6 +149,8 @@ def ensure_built(
     """Return the binaries, building them first if they are missing or were built from another
     go.mod/go.sum."""
     module = module or module_dir()
+    if not (module / "go.mod").is_file() and module == generated_module_dir():
+        _generate_module(module, log)
     binaries = locate(module)
     if not force and is_current(binaries, module):
         return binaries
@@ -182,13 +195,30 @@ def build_command(go: str, version: str, output: Path) -> list[str]:
     ]
 
 
-def _build(binaries: Binaries, module: Path, log: Callable[[str], None]) -> None:
+def _go(log: Callable[[str], None]) -> str:
     try:
-        go = find_go(cache_root(), log)
+        return find_go(cache_root(), log)
     except ToolchainError as error:
         raise BuildError(
             f"{error}; or point ${BIN_DIR_ENV} at a directory with {', '.join(COMPONENTS)}"
         ) from error
+
+
+def _generate_module(module: Path, log: Callable[[str], None]) -> None:
+    go = _go(log)
+    log(f"no kubetrain checkout: writing the envtest Go module into {module}")
+    staging = module.with_name(module.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        gomodule.generate(staging, go)
+    except subprocess.CalledProcessError as error:
+        raise BuildError(f"generating the envtest Go module in {staging} failed: {error}") from error
+    shutil.rmtree(module, ignore_errors=True)
+    staging.rename(module)
+
+
+def _build(binaries: Binaries, module: Path, log: Callable[[str], None]) -> None:
+    go = _go(log)
     staging = binaries.directory.with_name(binaries.directory.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
