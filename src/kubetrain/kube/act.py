@@ -44,6 +44,7 @@ from kubetrain.kube.render import (
     SCHEDULER_PLUGINS_GROUP,
     VOLCANO_GROUP,
     RenderSettings,
+    as_batch_job,
     owner_reference,
     render_companions,
     render_config_map,
@@ -69,6 +70,7 @@ def job_path(framework: Framework[Any], namespace: str, name: str) -> str:
 
 
 HPA_API = "/apis/autoscaling/v2"
+BATCH_API = "/apis/batch/v1"
 
 
 def render_autoscaler(target: Target, spec: Autoscaling) -> dict[str, Any]:
@@ -128,6 +130,8 @@ class Target:
     """The cached HorizontalPodAutoscaler, when one exists."""
     running_hosts: tuple[str, ...] = ()
     """Addresses of the running replicas that are not the master role (MPI's discover_hosts.sh)."""
+    batch_jobs: tuple[KubeObject, ...] = ()
+    """The cached batch/v1 Jobs the job owns (MPI v2beta1's launcher)."""
 
 
 @dataclass
@@ -168,6 +172,7 @@ class Actor:
         if not decision.status.is_finished:
             # What the pods mount or run as must exist before them (MPIJob v1: RBAC and <job>-config).
             await self._guard(outcome, "ensure companions", self._ensure_companions(target))
+            await self._guard(outcome, "sync batch Job suspension", self._sync_batch_job_suspension(target))
         # The PodGroup first: the gang scheduler must know the group before its pods arrive.
         for action in decision.actions:
             if isinstance(action, SyncPodGroup):
@@ -208,6 +213,11 @@ class Actor:
         plan = plan_replica(job, action.replica_type, action.index, self._addressing, framework)
         rendered = render_pod(job, plan, framework, self._addressing, self._settings)
         key = self._pods_key(target, action.replica_type)
+        if framework.runs_as_batch_job(job, action.replica_type):
+            collection = f"{BATCH_API}/namespaces/{job.namespace}/jobs"
+            manifest = as_batch_job(job, rendered.manifest)
+            outcome.created += await self._create(key, collection, manifest, target, "Job", plan.name)
+            return
         created = await self._create(
             key, f"/api/v1/namespaces/{job.namespace}/pods", rendered.manifest, target, "Pod", plan.name
         )
@@ -247,7 +257,11 @@ class Actor:
     async def _delete_pod(self, target: Target, action: DeleteReplica, outcome: Outcome) -> None:
         name = target.framework.pod_name(target.job, action.replica_type, action.index)
         path = f"/api/v1/namespaces/{target.job.namespace}/pods/{name}"
-        body = {"gracePeriodSeconds": 0} if action.force else None
+        body: dict[str, Any] | None = {"gracePeriodSeconds": 0} if action.force else None
+        if target.framework.runs_as_batch_job(target.job, action.replica_type):
+            # The Job and, in the background, its pods.
+            path = f"{BATCH_API}/namespaces/{target.job.namespace}/jobs/{name}"
+            body = {**(body or {}), "propagationPolicy": "Background"}
         if action.reason == "restart":
             self._job_metric(self._metrics.jobs_restarted, target)
         deleted = await self._delete(
@@ -323,6 +337,30 @@ class Actor:
         raise_for_status(current, current.content)
         if ssh.needs_keys(current.json()):
             response = await self._http.put(path, json=ssh.with_keys(current.json()))
+            raise_for_status(response, response.content)
+
+    async def _sync_batch_job_suspension(self, target: Target) -> None:
+        """A batch Job follows the job's ``runPolicy.suspend`` (mpi-operator §4.12 step 8).
+
+        On resume its ``status.startTime`` is cleared first: the Job controller refuses to unsuspend a
+        Job whose start time is set, and its activeDeadlineSeconds must count from the resume."""
+        suspend = bool(target.job.run_policy.suspend)
+        for batch_job in target.batch_jobs:
+            spec, status = batch_job.get("spec") or {}, batch_job.get("status") or {}
+            finished = any(
+                c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+                for c in status.get("conditions") or []
+            )
+            if finished or bool(spec.get("suspend")) == suspend:
+                continue
+            path = f"{BATCH_API}/namespaces/{target.job.namespace}/jobs/{batch_job['metadata']['name']}"
+            headers = {"Content-Type": "application/merge-patch+json"}
+            if not suspend and status.get("startTime"):
+                cleared = await self._http.patch(
+                    f"{path}/status", json={"status": {"startTime": None}}, headers=headers
+                )
+                raise_for_status(cleared, cleared.content)
+            response = await self._http.patch(path, json={"spec": {"suspend": suspend}}, headers=headers)
             raise_for_status(response, response.content)
 
     # --- PodGroup, job ------------------------------------------------------------------------

@@ -22,11 +22,7 @@ from kubetrain.engine.reconciler import reconcile
 from kubetrain.engine.types import Phase, Traits
 from kubetrain.frameworks.addressing import ClusterAddressing
 from kubetrain.frameworks.base import Framework
-from kubetrain.frameworks.labels import (
-    JOB_NAME_LABEL,
-    OPERATOR_NAME_LABEL,
-    REPLICA_TYPE_LABEL,
-)
+from kubetrain.frameworks.labels import JOB_NAME_LABEL, OPERATOR_NAME_LABEL
 from kubetrain.kube.act import Actor, Target
 from kubetrain.kube.metrics import OperatorMetrics
 from kubetrain.kube.observe import observe
@@ -49,6 +45,8 @@ class ChildStores:
     """None when gang scheduling is off or its PodGroup CRD is missing."""
     autoscalers: Store | None = None
     """None when the cluster serves no autoscaling/v2."""
+    batch_jobs: Store | None = None
+    """batch/v1 Jobs running replicas (MPI v2beta1's launcher); None when no enabled kind has any."""
 
 
 class JobController:
@@ -160,7 +158,11 @@ class JobController:
         pod_group = self._children.pod_groups.get(key) if gang and self._children.pod_groups else None
         autoscalers = self._children.autoscalers
         autoscaler = autoscalers.get(key) if autoscalers is not None else None
-        observation = observe(job, self.framework, pods, services, pod_group, gang_scheduling=gang)
+        batch_jobs = self._children.batch_jobs.by_owner(uid) if self._children.batch_jobs else []
+        runs = [(batch_job, self._children.pods.by_owner(_uid(batch_job))) for batch_job in batch_jobs]
+        observation = observe(
+            job, self.framework, pods, services, pod_group, gang_scheduling=gang, batch_jobs=runs
+        )
         if autoscalers is not None:
             observation = replace(observation, autoscaler=autoscaler is not None)
 
@@ -175,7 +177,9 @@ class JobController:
             if replica.phase is Phase.RUNNING
             and not self.framework.is_master_role(planned, replica.replica_type, replica.index)
         )
-        target = Target(key, stored, planned, self.framework, pod_group, autoscaler, running_hosts)
+        target = Target(
+            key, stored, planned, self.framework, pod_group, autoscaler, running_hosts, tuple(batch_jobs)
+        )
         outcome = await self._actor.carry_out(target, decision)
         if outcome.written_job is not None:
             # The write's answer is fresher than the cache; the watch event carrying it changes nothing.
@@ -197,6 +201,10 @@ class JobController:
             duration_ms=round(elapsed * 1000, 1),
         )
         return decision.requeue_after
+
+
+def _uid(obj: KubeObject) -> str:
+    return str((obj.get("metadata") or {}).get("uid", ""))
 
 
 class ReconcileError(Exception):
@@ -222,4 +230,5 @@ def child_routing(
     job_name = labels.get(JOB_NAME_LABEL)
     if controller is None or not job_name:
         return None
-    return controller, str(job_name), str(labels.get(REPLICA_TYPE_LABEL, ""))
+    replica_type = controller.framework.replica_type_of({str(k): str(v) for k, v in labels.items()})
+    return controller, str(job_name), replica_type or ""

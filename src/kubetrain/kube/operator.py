@@ -18,6 +18,7 @@ from typing import Any
 from lightkube.core.resource import NamespacedResource
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.autoscaling_v2 import HorizontalPodAutoscaler
+from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import Pod, Service
 
 from kubetrain.engine.types import Traits
@@ -124,17 +125,21 @@ class Operator:
                 autoscalers = self._informer(HorizontalPodAutoscaler, OPERATOR_NAME_LABEL)
             else:
                 log.warning("autoscaling/v2 is not served: elastic PyTorch jobs get no HPA")
+        batch_jobs: Informer | None = None
+        if any(_runs_batch_jobs(f) for f in settings.frameworks):
+            batch_jobs = self._informer(Job, OPERATOR_NAME_LABEL)
         children = ChildStores(
             pods.store,
             services.store,
             pod_groups.store if pod_groups else None,
             autoscalers.store if autoscalers else None,
+            batch_jobs.store if batch_jobs else None,
         )
         addressing = ClusterAddressing(cluster_domain=settings.cluster_domain)
         actor = Actor(
             self.client.http, self.expectations, self.events, self.metrics, settings.render, addressing
         )
-        traits = Traits(colocated=False, gang_scheduler=settings.render.gang_scheduler)
+        traits = Traits(colocated=False, gang_scheduler=settings.render.gang_scheduler, batch_jobs=True)
 
         for framework in settings.frameworks:
             resource = job_resource(framework)
@@ -161,6 +166,9 @@ class Operator:
         by_name = {c.framework.controller_name: c for c in self.controllers}
         pods.add_handler(lambda change: _route_child(change, "pods", by_name))
         services.add_handler(lambda change: _route_child(change, "services", by_name))
+        if batch_jobs is not None:
+            # A batch Job stands for its replica's pod: its events settle that pod's expectations.
+            batch_jobs.add_handler(lambda change: _route_child(change, "pods", by_name))
         if pod_groups is not None:
             pod_groups.add_handler(lambda change: _route_owned(change, self.controllers))
         if autoscalers is not None:
@@ -256,6 +264,11 @@ async def run_until_stopped(work: Coroutine[Any, Any, None], stop: asyncio.Event
         await asyncio.gather(task, stopping, return_exceptions=True)
     if not task.cancelled() and (error := task.exception()) is not None:
         raise error
+
+
+def _runs_batch_jobs(framework: Framework[Any]) -> bool:
+    """Whether the framework runs any replica as a batch/v1 Job (it overrides ``runs_as_batch_job``)."""
+    return type(framework).runs_as_batch_job is not Framework.runs_as_batch_job
 
 
 def _route_child(change: ObjectChange, resource: str, by_name: dict[str, JobController]) -> None:

@@ -109,6 +109,9 @@ def allowed(api: KubeApi, verb: str, resource: str) -> bool:
         ("create", "roles.rbac.authorization.k8s.io"),
         ("create", "pods/exec"),
         ("list", "priorityclasses.scheduling.k8s.io"),
+        ("create", "jobs.batch"),
+        ("patch", "jobs.batch/status"),
+        ("update", "secrets"),
     ],
 )
 def test_the_service_account_may_make_each_call_the_operator_makes(
@@ -119,7 +122,12 @@ def test_the_service_account_may_make_each_call_the_operator_makes(
 
 @pytest.mark.parametrize(
     ("verb", "resource"),
-    [("get", "secrets"), ("patch", "pods"), ("update", "pytorchjobs.kubeflow.org"), ("delete", "configmaps")],
+    [
+        ("list", "secrets"),
+        ("patch", "pods"),
+        ("update", "pytorchjobs.kubeflow.org"),
+        ("delete", "configmaps"),
+    ],
 )
 def test_the_service_account_may_not_do_more(
     installed: str, kube_api: KubeApi, verb: str, resource: str

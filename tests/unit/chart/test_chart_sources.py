@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "charts" / "kubetrain"
 # In-cluster, the operator uses its ServiceAccount; a kubeconfig flag makes no sense in the chart.
 NOT_CHART_VALUES = {"--kubeconfig", "--help", "--mpi-api"}
-"""``--mpi-api`` only picks the default kinds; the chart's ``mpiJobAPI`` always names them (--enable-scheme)."""
+"""``--mpi-api`` only picks the default kinds; the chart's ``mpiJobAPI`` names them with --enable-scheme."""
 
 GENERATED = {
     "crds": all_crds(MpiApi.V2BETA1),
