@@ -202,22 +202,26 @@ def test_suspend_deletes_workers_and_suspends_the_launcher_job_and_resume_undoes
     create(kube_api, namespace, mpijob("pi", workers=1))
     wait_workers(kube_api, namespace, ["pi-worker-0"])
     eventually(lambda: batch_job(kube_api, namespace, "pi-launcher"), what="launcher Job")
-    path = f"{API}/namespaces/{namespace}/mpijobs/pi"
-    kube_api.patch(path, {"spec": {"runPolicy": {"suspend": True}}})
-    eventually(lambda: condition(kube_api, namespace, "pi", "Suspended"), what="Suspended")
-    eventually(
-        lambda: (batch_job(kube_api, namespace, "pi-launcher") or {}).get("spec", {}).get("suspend"),
-        what="launcher Job suspended",
-    )
-    eventually(
-        lambda: not [p for p in _pods(kube_api, namespace) if p.startswith("pi-worker")], what="workers gone"
-    )
-    kube_api.patch(path, {"spec": {"runPolicy": {"suspend": False}}})
-    eventually(
-        lambda: (batch_job(kube_api, namespace, "pi-launcher") or {}).get("spec", {}).get("suspend") is False,
-        what="launcher Job resumed",
-    )
-    wait_workers(kube_api, namespace, ["pi-worker-0"])
+    with PodDriver(kube_api):  # it finishes the deletions a kubelet would
+        path = f"{API}/namespaces/{namespace}/mpijobs/pi"
+        kube_api.patch(path, {"spec": {"runPolicy": {"suspend": True}}})
+        eventually(lambda: condition(kube_api, namespace, "pi", "Suspended"), what="Suspended")
+        eventually(
+            lambda: (batch_job(kube_api, namespace, "pi-launcher") or {}).get("spec", {}).get("suspend"),
+            what="launcher Job suspended",
+        )
+        eventually(
+            lambda: not [p for p in _pods(kube_api, namespace) if p.startswith("pi-worker")],
+            what="workers gone",
+        )
+        kube_api.patch(path, {"spec": {"runPolicy": {"suspend": False}}})
+        eventually(
+            lambda: (
+                (batch_job(kube_api, namespace, "pi-launcher") or {}).get("spec", {}).get("suspend") is False
+            ),
+            what="launcher Job resumed",
+        )
+        wait_workers(kube_api, namespace, ["pi-worker-0"])
 
 
 def wait_workers(api: KubeApi, namespace: str, expected: list[str]) -> None:
