@@ -71,11 +71,14 @@ def sections(page: Path) -> list[str]:
 
 
 def docs_env(home: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment a reader has after installing: kubetrain (the dev venv) on PATH, a scratch HOME."""
+    """The environment a reader has after installing: kubetrain (the dev venv) on PATH, a scratch HOME.
+    The real cache directory stays, so envtest's built binaries and downloaded wheels are found."""
+    real_cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     env = {
         **os.environ,
         "HOME": str(home),
         "PATH": os.pathsep.join([str(VENV_BIN), os.environ["PATH"]]),
+        "XDG_CACHE_HOME": real_cache,
         "PIP_DISABLE_PIP_VERSION_CHECK": "1",
         "COLUMNS": "100",
         **(extra or {}),
