@@ -32,7 +32,7 @@ def sync_pod_group(ctx: ReconcileContext) -> bool:
     if scheduler is None:
         return True
     ctx.actions.append(SyncPodGroup(min_member(ctx)))
-    if scheduler.lower() != VOLCANO:
+    if scheduler.lower() != VOLCANO or ctx.framework.mpi_operator_gang:
         return True
     group = ctx.observation.pod_group
     if group is not None and group.exists and (group.phase or "") not in _NOT_ADMITTED:

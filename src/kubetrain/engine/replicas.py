@@ -138,7 +138,8 @@ def _warn_about_template_overrides(ctx: ReconcileContext, replica_type: str) -> 
         )
     scheduler = ctx.traits.gang_scheduler
     wanted = pod_spec.get("schedulerName")
-    if scheduler is not None and wanted is not None and wanted != scheduler:
+    forced = ctx.framework.mpi_operator_gang
+    if scheduler is not None and wanted is not None and wanted != scheduler and not forced:
         ctx.emit(
             EventType.WARNING,
             "SetPodTemplateSchedulerName",

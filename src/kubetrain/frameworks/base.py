@@ -112,6 +112,9 @@ class Framework(ABC, Generic[JobT]):
     """One headless Service per replica (every v1 kind but MPIJob)."""
     managed_by_self: ClassVar[str] = "kubeflow.org/training-operator"
     """The ``runPolicy.managedBy`` value meaning "reconciled by us"; any other set value is skipped."""
+    mpi_operator_gang: ClassVar[bool] = False
+    """Gang scheduling as mpi-operator does it (§4.9): ``schedulerName`` forced over the template's, no
+    Volcano ``task-spec`` annotation, pods created without waiting for the PodGroup's admission."""
     config_mount_path: ClassVar[str | None] = None
     """Where ``config_files`` are mounted in pods (MPI: ``/etc/mpi``). The local substrate writes them
     to its own directory and rewrites env values under this path to point there."""

@@ -75,6 +75,7 @@ class MPIV2Framework(MPIFrameworkBase[MPIJobV2]):
     controller_name: ClassVar[str] = "mpi-operator"
     """The workers' default; the launcher defaults to ``OnFailure`` (its batch Job retries it)."""
     managed_by_self: ClassVar[str] = "kubeflow.org/mpi-operator"
+    mpi_operator_gang: ClassVar[bool] = True
     config_file_modes: ClassVar[Mapping[str, int]] = {HOSTFILE: 0o444, DISCOVER_HOSTS: 0o555}
 
     # --- defaulting ---------------------------------------------------------------------------

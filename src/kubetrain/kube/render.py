@@ -60,19 +60,25 @@ def owner_reference(job: TrainingJob) -> dict[str, Any]:
 
 
 def _gang_decoration(
-    pod: dict[str, Any], job: TrainingJob, plan: ReplicaPlan, settings: RenderSettings
+    pod: dict[str, Any],
+    job: TrainingJob,
+    plan: ReplicaPlan,
+    settings: RenderSettings,
+    framework: Framework[Any],
 ) -> bool:
     """Point the pod at the gang scheduler; False when the user chose another scheduler (kept, warned)."""
     spec, metadata = pod["spec"], pod["metadata"]
     scheduler_kept = True
-    if not spec.get("schedulerName"):
+    # mpi-operator overrides the template's scheduler; the training operator keeps it and warns.
+    if framework.mpi_operator_gang or not spec.get("schedulerName"):
         spec["schedulerName"] = VOLCANO if settings.is_volcano else settings.gang_scheduler
     elif spec["schedulerName"] != (VOLCANO if settings.is_volcano else settings.gang_scheduler):
         scheduler_kept = False
     if settings.is_volcano:
         annotations = metadata.setdefault("annotations", {})
         annotations[VOLCANO_GROUP_NAME_ANNOTATION] = job.name
-        annotations[VOLCANO_TASK_SPEC_ANNOTATION] = plan.replica_type.lower()
+        if not framework.mpi_operator_gang:
+            annotations[VOLCANO_TASK_SPEC_ANNOTATION] = plan.replica_type.lower()
     else:
         metadata["labels"][SCHEDULER_PLUGINS_POD_GROUP_LABEL] = job.name
     return scheduler_kept
@@ -106,7 +112,9 @@ def render_pod(
         spec["initContainers"] = [*(spec.get("initContainers") or []), *init]
     _decorate(spec, framework.pod_decoration(job, plan.replica_type, plan.index))
     pod: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
-    scheduler_kept = _gang_decoration(pod, job, plan, settings) if settings.gang_scheduler else True
+    scheduler_kept = (
+        _gang_decoration(pod, job, plan, settings, framework) if settings.gang_scheduler else True
+    )
     return RenderedPod(pod, scheduler_kept)
 
 
