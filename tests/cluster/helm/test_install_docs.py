@@ -4,7 +4,6 @@ pinned helm and envtest's kubectl on PATH and a scratch HOME (so ``~/...`` paths
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -13,12 +12,12 @@ from pathlib import Path
 import pytest
 from helm_chart import ROOT, build_helm, kubectl
 
+from docs_blocks import sh_blocks as page_sh_blocks
 from kubetrain.envtest import binaries, controlplane
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 DOC = ROOT / "docs" / "install.md"
-SH_BLOCK = re.compile(r"^```sh\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 DEV_VENV_BIN = ROOT / ".venv" / "bin"
 
 
@@ -30,7 +29,7 @@ class BlockRun:
 
 
 def sh_blocks() -> list[str]:
-    return SH_BLOCK.findall(DOC.read_text())
+    return page_sh_blocks(DOC)
 
 
 @pytest.fixture(scope="module")
