@@ -56,10 +56,11 @@ def reconcile(
     ctx = ReconcileContext.start(job, framework, observation, now, traits)
     if not ctx.status.conditions:
         # First sight. Only then: a late Created would become the last condition, the job's state.
+        message = created_message(ctx.kind, ctx.name)
         ctx.set_condition(
             ConditionType.CREATED,
             condition_reason(ctx.kind, ConditionType.CREATED),
-            created_message(ctx.kind, ctx.name),
+            framework.condition_message(job, ConditionType.CREATED, True, message),
         )
     force_stuck_replicas(ctx)
 

@@ -16,8 +16,10 @@ def suspend(ctx: ReconcileContext) -> None:
     reason = condition_reason(ctx.kind, ConditionType.SUSPENDED)
     message = suspended_message(ctx.kind, ctx.name)
     if ctx.status.is_true(ConditionType.RUNNING):
-        ctx.set_condition(ConditionType.RUNNING, reason, message, ConditionStatus.FALSE)
-    ctx.set_condition(ConditionType.SUSPENDED, reason, message)
+        running = ctx.framework.condition_message(ctx.job, ConditionType.RUNNING, False, message)
+        ctx.set_condition(ConditionType.RUNNING, reason, running, ConditionStatus.FALSE)
+    suspended = ctx.framework.condition_message(ctx.job, ConditionType.SUSPENDED, True, message)
+    ctx.set_condition(ConditionType.SUSPENDED, reason, suspended)
 
 
 def resume_if_suspended(ctx: ReconcileContext) -> None:
@@ -25,7 +27,7 @@ def resume_if_suspended(ctx: ReconcileContext) -> None:
     if not ctx.status.is_true(ConditionType.SUSPENDED):
         return
     reason = condition_reason(ctx.kind, "Resumed")
-    ctx.set_condition(
-        ConditionType.SUSPENDED, reason, resumed_message(ctx.kind, ctx.name), ConditionStatus.FALSE
-    )
+    message = resumed_message(ctx.kind, ctx.name)
+    message = ctx.framework.condition_message(ctx.job, ConditionType.SUSPENDED, False, message)
+    ctx.set_condition(ConditionType.SUSPENDED, reason, message, ConditionStatus.FALSE)
     ctx.status.start_time = ctx.now

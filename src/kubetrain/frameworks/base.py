@@ -208,6 +208,11 @@ class Framework(ABC, Generic[JobT]):
         """Replicas run by a ``batch/v1`` Job carrying the run policy (MPI v2beta1's launcher)."""
         return False
 
+    def condition_message(self, job: JobT, type_: ConditionType, value: bool, default: str) -> str:
+        """The message of a lifecycle condition (Created, Suspended, Running=False on suspension);
+        ``default`` is the training operator's. mpi-operator words some differently."""
+        return default
+
     def awaited_replica_type(self, job: JobT, replica_type: str) -> str | None:
         """A replica type whose replicas must all be Ready before ``replica_type`` is created
         (MPI v2beta1's ``launcherCreationPolicy: WaitForWorkersReady``); None: created at once."""

@@ -281,6 +281,17 @@ class MPIV2Framework(MPIFrameworkBase[MPIJobV2]):
         """The launcher is a ``batch/v1`` Job: its retries and deadline are the Job controller's."""
         return replica_type == LAUNCHER
 
+    def condition_message(self, job: MPIJobV2, type_: ConditionType, value: bool, default: str) -> str:
+        """mpi-operator's wording (§4.12): the job as ``<ns>/<name>``, and terse Suspended messages."""
+        full_name = f"{job.namespace}/{job.name}"
+        messages = {
+            (ConditionType.CREATED, True): f"MPIJob {full_name} is created.",
+            (ConditionType.SUSPENDED, True): "MPIJob suspended",
+            (ConditionType.SUSPENDED, False): "MPIJob resumed",
+            (ConditionType.RUNNING, False): f"MPIJob {full_name} is suspended.",
+        }
+        return messages.get((type_, value), default)
+
     def awaited_replica_type(self, job: MPIJobV2, replica_type: str) -> str | None:
         waits = job.spec.launcher_creation_policy == LauncherCreationPolicy.WAIT_FOR_WORKERS_READY
         return WORKER if replica_type == LAUNCHER and waits else None
