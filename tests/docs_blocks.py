@@ -135,3 +135,15 @@ if __name__ == "__main__":
     for name in sys.argv[1:]:
         if regenerate(Path(name), env):
             print(f"updated {name}")
+
+
+QUICKSTART_LOCAL = "Run a job on this machine"
+QUICKSTART_CLUSTER = "Run it on a cluster"
+QUICKSTART_SDK = "Drive it from Python"
+OPERATIONS_ON_A_CLUSTER = ("Metrics and health", "Upgrading")
+SECTIONS_RUN = {
+    "quickstart.md": (QUICKSTART_LOCAL, QUICKSTART_CLUSTER),
+    "operations.md": OPERATIONS_ON_A_CLUSTER,
+}
+"""The sections whose ```sh blocks the local and cluster tiers run, per page; a unit test checks no block
+of these pages lies outside them (console blocks are all checked in the unit tier)."""

@@ -8,12 +8,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from docs_blocks import ROOT, BlockRun, docs_env, run_script, sh_blocks
+from docs_blocks import OPERATIONS_ON_A_CLUSTER, ROOT, BlockRun, docs_env, run_script, sh_blocks
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 PAGE = ROOT / "docs" / "operations.md"
-SECTIONS = ("Metrics and health", "Upgrading")
+SECTIONS = OPERATIONS_ON_A_CLUSTER
 
 
 @pytest.fixture(scope="module")

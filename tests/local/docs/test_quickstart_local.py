@@ -8,12 +8,21 @@ from pathlib import Path
 
 import pytest
 
-from docs_blocks import ROOT, VENV_BIN, docs_env, run_script, section_text, sh_blocks
+from docs_blocks import (
+    QUICKSTART_LOCAL,
+    QUICKSTART_SDK,
+    ROOT,
+    VENV_BIN,
+    docs_env,
+    run_script,
+    section_text,
+    sh_blocks,
+)
 
 pytestmark = [pytest.mark.local]
 
 PAGE = ROOT / "docs" / "quickstart.md"
-LOCAL = "Run a job on this machine"
+LOCAL = QUICKSTART_LOCAL
 PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 
 
@@ -31,7 +40,7 @@ def test_the_local_run_prints_each_replicas_rank(tmp_path: Path) -> None:
 
 
 def test_the_sdk_snippet_runs_a_local_job(tmp_path: Path) -> None:
-    (snippet,) = PYTHON_BLOCK.findall(section_text(PAGE, "Drive it from Python"))
+    (snippet,) = PYTHON_BLOCK.findall(section_text(PAGE, QUICKSTART_SDK))
     script = tmp_path / "hello_sdk.py"
     script.write_text(snippet)
     run = run_script(f"{VENV_BIN / 'python'} {script}", docs_env(tmp_path), timeout=120)
