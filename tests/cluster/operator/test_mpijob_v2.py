@@ -114,6 +114,44 @@ def test_mpijob_v2beta1_objects_have_upstreams_names_labels_volumes_and_env(
     assert worker["spec"]["dnsConfig"]["searches"] == [f"pi.{namespace}.svc.cluster.local"]
 
 
+@pytest.mark.parametrize(
+    ("implementation", "line", "env"),
+    [
+        (
+            "Intel",
+            "pi-worker-0.pi.{ns}.svc:3\n",
+            {"I_MPI_HYDRA_HOST_FILE": "/etc/mpi/hostfile", "I_MPI_PERHOST": "3"},
+        ),
+        ("MPICH", "pi-worker-0.pi.{ns}.svc:3\n", {"HYDRA_HOST_FILE": "/etc/mpi/hostfile"}),
+    ],
+)
+def test_each_mpi_implementation_gets_its_hostfile_syntax_and_launcher_env(
+    operator: None, kube_api: KubeApi, namespace: str, implementation: str, line: str, env: dict[str, str]
+) -> None:
+    create(kube_api, namespace, mpijob("pi", workers=1, slotsPerWorker=3, mpiImplementation=implementation))
+    launcher = eventually(lambda: launcher_pod(kube_api, namespace, "pi"), what="launcher pod")
+    config = kube_api.get(f"/api/v1/namespaces/{namespace}/configmaps/pi-config")["data"]
+    assert config["hostfile"] == line.format(ns=namespace)
+    found = {e["name"]: e.get("value", "") for e in launcher["spec"]["containers"][0]["env"]}
+    assert {name: found.get(name) for name in env} == env
+    assert found["K_MPI_JOB_ROLE"] == "launcher"
+    assert not [name for name in found if name.startswith("OMPI_MCA")]
+
+
+def test_clean_pod_policy_all_deletes_the_workers_but_keeps_the_launcher_job(
+    operator: None, kube_api: KubeApi, namespace: str
+) -> None:
+    create(kube_api, namespace, mpijob("pi", workers=1, runPolicy={"cleanPodPolicy": "All"}))
+    wait_workers(kube_api, namespace, ["pi-worker-0"])
+    with PodDriver(kube_api) as driver:
+        driver.run((namespace, "pi-worker-0"))
+        launcher = eventually(lambda: launcher_pod(kube_api, namespace, "pi"), what="launcher pod")
+        driver.succeed((namespace, launcher["metadata"]["name"]))
+        eventually(lambda: condition(kube_api, namespace, "pi", "Succeeded"), 60, "Succeeded")
+        wait_workers(kube_api, namespace, [])
+    assert batch_job(kube_api, namespace, "pi-launcher") is not None
+
+
 def test_the_ssh_secrets_key_pair_parses_and_matches(
     operator: None, kube_api: KubeApi, namespace: str
 ) -> None:
