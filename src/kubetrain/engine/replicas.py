@@ -148,6 +148,7 @@ def _warn_about_template_overrides(ctx: ReconcileContext, replica_type: str) -> 
 
 
 def _count(counts: ReplicaStatus, replica: ObservedReplica) -> None:
+    counts.failed += replica.retried_failures
     if replica.phase is Phase.RUNNING:
         # A Running replica that is terminating is lost (its node is gone), not active.
         if replica.terminating:

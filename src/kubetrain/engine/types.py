@@ -45,6 +45,9 @@ class ObservedReplica:
     """Pod ``status.reason`` such as ``Evicted``."""
     message: str | None = None
     """Why it failed, when its controller says (a batch Job's ``Failed`` condition message)."""
+    retried_failures: int = 0
+    """Failed attempts its controller already replaced (a batch Job's ``status.failed`` before it gave
+    up); counted in the replica type's ``failed`` as mpi-operator reports them."""
 
 
 @dataclass(frozen=True)

@@ -328,9 +328,13 @@ class MPIV2Framework(MPIFrameworkBase[MPIJobV2]):
             message = f"MPIJob {full_name} successfully completed."
             return [ConditionProposal(ConditionType.SUCCEEDED, "MPIJobSucceeded", message)]
         found: list[ConditionProposal] = []
-        final = launcher.restart_policy == RestartPolicy.NEVER or LAUNCHER in context.retried_by_controller
-        if launcher.failed > 0 and final:
-            failed = [p for p in observed(context.replicas, LAUNCHER) if p.phase == "Failed"]
+        failed = [p for p in observed(context.replicas, LAUNCHER) if p.phase == "Failed"]
+        if LAUNCHER in context.retried_by_controller:
+            # Its batch Job's failed count is history; only the Job giving up is final.
+            final = bool(failed)
+        else:
+            final = launcher.failed > 0 and launcher.restart_policy == RestartPolicy.NEVER
+        if final:
             reason = next((p.reason for p in failed if p.reason), None) or "MPIJobFailed"
             message = next((p.message for p in failed if p.message), None) or f"MPIJob {full_name} has failed"
             found.append(ConditionProposal(ConditionType.FAILED, reason, message))

@@ -156,9 +156,15 @@ def observe_batch_job(
         return None
     deletion = parse_time((batch_job.get("metadata") or {}).get("deletionTimestamp"))
     terminating = deletion is not None
+    attempts_failed = int((batch_job.get("status") or {}).get("failed") or 0)
     if _true_condition(batch_job, "Complete") is not None:
         return ObservedReplica(
-            *identity, Phase.SUCCEEDED, exit_code=0, terminating=terminating, deletion_timestamp=deletion
+            *identity,
+            Phase.SUCCEEDED,
+            exit_code=0,
+            retried_failures=attempts_failed,
+            terminating=terminating,
+            deletion_timestamp=deletion,
         )
     failed = _true_condition(batch_job, "Failed")
     if failed is not None:
@@ -174,6 +180,7 @@ def observe_batch_job(
             Phase.FAILED,
             reason=reason,
             message=message,
+            retried_failures=max(attempts_failed - 1, 0),
             terminating=terminating,
             deletion_timestamp=deletion,
         )
@@ -183,6 +190,7 @@ def observe_batch_job(
         *identity,
         Phase.RUNNING if running else Phase.PENDING,
         ready=any(_is_ready(p) for p in running),
+        retried_failures=attempts_failed,
         terminating=terminating,
         deletion_timestamp=deletion,
     )

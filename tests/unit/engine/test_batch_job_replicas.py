@@ -114,3 +114,12 @@ def test_without_batch_jobs_the_launcher_is_a_plain_replica() -> None:
     assert DeleteReplica("Launcher", 0, "restart") in actions_of(
         _decide(_mpijob(), observe(failed, *_workers()), KUBE), DeleteReplica
     )
+
+
+def test_a_running_launcher_with_failed_attempts_counts_them_but_keeps_running() -> None:
+    retried = replica("Launcher", 0, retried_failures=2)
+    decision = _decide(_mpijob(), observe(retried, *_workers()))
+    assert decision.status.replica_statuses["Launcher"].failed == 2
+    assert decision.status.replica_statuses["Launcher"].active == 1
+    assert not decision.status.is_true(ConditionType.FAILED)
+    assert decision.status.is_true(ConditionType.RUNNING)

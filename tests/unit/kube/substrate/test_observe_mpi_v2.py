@@ -77,3 +77,10 @@ def test_an_unfinished_launcher_job_runs_while_one_of_its_pods_runs() -> None:
 def test_an_unfinished_launcher_job_without_a_running_pod_is_pending() -> None:
     replica = observe_batch_job(batch_job(), [launcher_pod("Failed")], MPIJOB, FRAMEWORK)
     assert replica is not None and replica.phase is Phase.PENDING
+
+
+def test_a_running_launcher_job_reports_its_failed_attempts_as_history() -> None:
+    running = batch_job()
+    running["status"]["failed"] = 2
+    replica = observe_batch_job(running, [launcher_pod("Running")], MPIJOB, FRAMEWORK)
+    assert replica is not None and (replica.phase, replica.retried_failures) == (Phase.RUNNING, 2)
