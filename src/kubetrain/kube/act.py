@@ -38,6 +38,7 @@ from kubetrain.frameworks.addressing import ClusterAddressing
 from kubetrain.frameworks.base import Autoscaling, Framework
 from kubetrain.frameworks.labels import job_labels
 from kubetrain.kube import ssh
+from kubetrain.kube.batch_jobs import suspension_patches
 from kubetrain.kube.events import EventRecord, EventRecorder
 from kubetrain.kube.metrics import OperatorMetrics
 from kubetrain.kube.render import (
@@ -340,28 +341,23 @@ class Actor:
             raise_for_status(response, response.content)
 
     async def _sync_batch_job_suspension(self, target: Target) -> None:
-        """A batch Job follows the job's ``runPolicy.suspend`` (mpi-operator §4.12 step 8).
-
-        On resume its ``status.startTime`` is cleared first: the Job controller refuses to unsuspend a
-        Job whose start time is set, and its activeDeadlineSeconds must count from the resume."""
-        suspend = bool(target.job.run_policy.suspend)
+        """A batch Job follows the job's ``runPolicy.suspend`` (mpi-operator §4.12 step 8)."""
+        job, framework = target.job, target.framework
         for batch_job in target.batch_jobs:
-            spec, status = batch_job.get("spec") or {}, batch_job.get("status") or {}
-            finished = any(
-                c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
-                for c in status.get("conditions") or []
-            )
-            if finished or bool(spec.get("suspend")) == suspend:
+            metadata = batch_job.get("metadata") or {}
+            labels = {str(k): str(v) for k, v in (metadata.get("labels") or {}).items()}
+            replica_type = framework.replica_type_of(labels)
+            index = framework.replica_index_of(job, labels)
+            if replica_type is None or index is None or replica_type not in job.replica_specs:
                 continue
-            path = f"{BATCH_API}/namespaces/{target.job.namespace}/jobs/{batch_job['metadata']['name']}"
+            plan = plan_replica(job, replica_type, index, self._addressing, framework)
+            pod = render_pod(job, plan, framework, self._addressing, self._settings).manifest
+            fresh = {"metadata": pod["metadata"], "spec": pod["spec"]}
+            path = f"{BATCH_API}/namespaces/{job.namespace}/jobs/{metadata['name']}"
             headers = {"Content-Type": "application/merge-patch+json"}
-            if not suspend and status.get("startTime"):
-                cleared = await self._http.patch(
-                    f"{path}/status", json={"status": {"startTime": None}}, headers=headers
-                )
-                raise_for_status(cleared, cleared.content)
-            response = await self._http.patch(path, json={"spec": {"suspend": suspend}}, headers=headers)
-            raise_for_status(response, response.content)
+            for subresource, body in suspension_patches(batch_job, bool(job.run_policy.suspend), fresh):
+                response = await self._http.patch(f"{path}{subresource}", json=body, headers=headers)
+                raise_for_status(response, response.content)
 
     # --- PodGroup, job ------------------------------------------------------------------------
 

@@ -43,7 +43,9 @@ async def _carry_out(target: Target, *actions: CreateReplica) -> list[tuple[str,
 
 def _launcher_job(suspend: bool, start_time: str | None = None) -> dict[str, Any]:
     status = {"startTime": start_time} if start_time else {}
-    return {"metadata": {"name": "pi-launcher"}, "spec": {"suspend": suspend}, "status": status}
+    labels = {"training.kubeflow.org/job-role": "launcher"}
+    metadata = {"name": "pi-launcher", "labels": labels}
+    return {"metadata": metadata, "spec": {"suspend": suspend}, "status": status}
 
 
 async def test_the_launcher_is_created_as_a_batch_job_with_the_run_policy() -> None:
@@ -68,10 +70,9 @@ async def test_resuming_clears_the_launcher_jobs_start_time_then_unsuspends_it()
     launcher = _launcher_job(suspend=True, start_time="2026-01-01T00:00:00Z")
     requests = await _carry_out(_target(_mpijob(), launcher))
     patches = [(path, body) for method, path, body in requests if method == "PATCH"]
-    assert patches == [
-        (f"{JOBS}/pi-launcher/status", {"status": {"startTime": None}}),
-        (f"{JOBS}/pi-launcher", {"spec": {"suspend": False}}),
-    ]
+    assert [path for path, _ in patches] == [f"{JOBS}/pi-launcher/status", f"{JOBS}/pi-launcher"]
+    assert patches[0][1] == {"status": {"startTime": None}}
+    assert patches[1][1]["spec"]["suspend"] is False
 
 
 async def test_a_launcher_job_in_step_with_the_mpijob_is_left_alone() -> None:
