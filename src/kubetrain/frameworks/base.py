@@ -120,6 +120,8 @@ class Framework(ABC, Generic[JobT]):
     to its own directory and rewrites env values under this path to point there."""
     config_file_modes: ClassVar[Mapping[str, int]] = {}
     """File mode of each ``config_files`` entry when mounted (MPI: scripts 0o555, hostfile 0o444)."""
+    function_base_image: ClassVar[str | None] = None
+    """Upstream SDK's image for jobs built from a Python function (``function_job``)."""
     local_root_env: ClassVar[Mapping[str, str]] = {}
     """Env a replica needs to run as root, which its image would normally provide (Open MPI refuses
     root without ``OMPI_ALLOW_RUN_AS_ROOT``). The local substrate, which has no image, adds it under
@@ -204,6 +206,18 @@ class Framework(ABC, Generic[JobT]):
         """
         return []
 
+    def function_job(self, shape: FunctionShape, template: dict[str, Any]) -> JobT:
+        """The job upstream's SDK builds to run a Python function, every replica from ``template``.
+
+        Only kinds with a ``function_base_image`` can be built this way (upstream: PyTorchJob and
+        TFJob). Raises ``ValueError`` for a shape this kind cannot take.
+        """
+        raise ValueError(f"{self.kind} can't be created from a function: pass a full job object")
+
+    def function_entrypoint(self, shape: FunctionShape) -> str:
+        """The program that runs the function's script in each replica."""
+        return "python -u"
+
     def runs_as_batch_job(self, job: JobT, replica_type: str) -> bool:
         """Replicas run by a ``batch/v1`` Job carrying the run policy (MPI v2beta1's launcher)."""
         return False
@@ -231,6 +245,16 @@ class Framework(ABC, Generic[JobT]):
             return int(labels[REPLICA_INDEX_LABEL])
         except (KeyError, ValueError):
             return None
+
+
+@dataclass(frozen=True)
+class FunctionShape:
+    """The replicas of a job built from a Python function (upstream SDK's ``create_job`` arguments)."""
+
+    num_workers: int | None = 1
+    num_procs_per_worker: int | str | None = None
+    num_chief_replicas: int | None = None
+    num_ps_replicas: int | None = None
 
 
 @dataclass(frozen=True)

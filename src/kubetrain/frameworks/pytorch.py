@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 import re
 from typing import Any, ClassVar
 
-from kubetrain.api.common import ConditionType, RestartPolicy
+from kubetrain.api.common import ConditionType, ReplicaSpec, RestartPolicy
 from kubetrain.api.errors import FieldError
-from kubetrain.api.jobs import ElasticPolicy, PyTorchJob
+from kubetrain.api.jobs import ElasticPolicy, PyTorchJob, PyTorchJobSpec
 from kubetrain.api.validation import forbidden, invalid, required
 from kubetrain.frameworks.addressing import Addressing
 from kubetrain.frameworks.base import (
@@ -15,6 +16,7 @@ from kubetrain.frameworks.base import (
     ConditionProposal,
     EnvTarget,
     EnvVar,
+    FunctionShape,
     InitSettings,
     StatusContext,
 )
@@ -58,6 +60,25 @@ class PyTorchFramework(StandardFramework[PyTorchJob]):
     scale_replica_type: ClassVar[str | None] = WORKER
     env_target: ClassVar[EnvTarget] = EnvTarget.ALL_CONTAINERS
     per_replica_services: ClassVar[bool] = True
+
+    function_base_image: ClassVar[str | None] = "docker.io/pytorch/pytorch:2.1.2-cuda11.8-cudnn8-runtime"
+
+    # --- jobs from a Python function (the SDK) --------------------------------------------------
+
+    def function_job(self, shape: FunctionShape, template: dict[str, Any]) -> PyTorchJob:
+        """One Master and ``num_workers - 1`` Workers, ``nprocPerNode`` from ``num_procs_per_worker``."""
+        if shape.num_workers is None:
+            raise ValueError("num_workers must be set for a PyTorchJob")
+        specs = {MASTER: ReplicaSpec(replicas=1, template=copy.deepcopy(template))}
+        if shape.num_workers > 1:
+            specs[WORKER] = ReplicaSpec(replicas=shape.num_workers - 1, template=copy.deepcopy(template))
+        nproc = None if shape.num_procs_per_worker is None else str(shape.num_procs_per_worker)
+        return PyTorchJob(spec=PyTorchJobSpec(pytorch_replica_specs=specs, nproc_per_node=nproc))
+
+    def function_entrypoint(self, shape: FunctionShape) -> str:
+        """``torchrun`` once there are several nodes or processes per node, as upstream's SDK."""
+        several = (shape.num_workers or 0) > 1 or shape.num_procs_per_worker is not None
+        return "torchrun" if several else "python -u"
 
     # --- defaulting ---------------------------------------------------------------------------
 

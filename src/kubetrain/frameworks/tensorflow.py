@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any, ClassVar
 
-from kubetrain.api.common import ConditionType, RestartPolicy
+from kubetrain.api.common import ConditionType, ReplicaSpec, RestartPolicy
 from kubetrain.api.errors import FieldError
-from kubetrain.api.jobs import SuccessPolicy, TFJob
+from kubetrain.api.jobs import SuccessPolicy, TFJob, TFJobSpec
 from kubetrain.api.validation import forbidden
 from kubetrain.frameworks.addressing import Addressing
-from kubetrain.frameworks.base import ConditionProposal, EnvTarget, EnvVar, StatusContext
+from kubetrain.frameworks.base import ConditionProposal, EnvTarget, EnvVar, FunctionShape, StatusContext
 from kubetrain.frameworks.standard import StandardFramework, counts, env, proposal, replicas_of
 
 CHIEF, MASTER, PS, WORKER, EVALUATOR = "Chief", "Master", "PS", "Worker", "Evaluator"
@@ -38,6 +39,18 @@ class TensorFlowFramework(StandardFramework[TFJob]):
     scale_replica_type: ClassVar[str | None] = None
     env_target: ClassVar[EnvTarget] = EnvTarget.DEFAULT_CONTAINER
     per_replica_services: ClassVar[bool] = True
+
+    function_base_image: ClassVar[str | None] = "docker.io/tensorflow/tensorflow:2.9.1"
+
+    def function_job(self, shape: FunctionShape, template: dict[str, Any]) -> TFJob:
+        """Optional Chief and PS, then ``num_workers`` Workers, each running the function."""
+        counts = ((CHIEF, shape.num_chief_replicas), (PS, shape.num_ps_replicas), (WORKER, shape.num_workers))
+        specs = {
+            replica_type: ReplicaSpec(replicas=count, template=copy.deepcopy(template))
+            for replica_type, count in counts
+            if count is not None
+        }
+        return TFJob(spec=TFJobSpec(tf_replica_specs=specs))
 
     def _kind_defaults(self, job: TFJob) -> TFJob:
         if job.spec.success_policy is not None:

@@ -15,20 +15,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kubetrain.api.common import ObjectMeta, ReplicaSpec
-from kubetrain.api.jobs import PyTorchJob, PyTorchJobSpec, TFJob, TFJobSpec, TrainingJob
+from kubetrain.api.common import ObjectMeta
+from kubetrain.api.jobs import TrainingJob
+from kubetrain.frameworks.base import Framework, FunctionShape
+from kubetrain.frameworks.registry import FRAMEWORKS, framework_for_kind
 from kubetrain.sdk.kinds import JobKind
 
 DEFAULT_PIP_INDEX_URL = "https://pypi.org/simple"
 ISTIO_SIDECAR_ANNOTATION = "sidecar.istio.io/inject"
 GPU_RESOURCE = "nvidia.com/gpu"
 SCRIPT_DELIMITER = "KUBETRAIN_EOF"
-
-BASE_IMAGES: dict[type[TrainingJob], str] = {
-    PyTorchJob: "docker.io/pytorch/pytorch:2.1.2-cuda11.8-cudnn8-runtime",
-    TFJob: "docker.io/tensorflow/tensorflow:2.9.1",
-}
-"""Upstream's base images (``JOB_PARAMETERS``); only these two kinds can be built from a function."""
 
 EnvVars = Mapping[str, str] | Sequence[Mapping[str, Any]]
 
@@ -51,10 +47,6 @@ class FunctionJobRequest:
     packages_to_install: Sequence[str] | None = None
     pip_index_url: str = DEFAULT_PIP_INDEX_URL
     env_vars: EnvVars | None = None
-
-
-def uses_torchrun(kind: JobKind, num_workers: int | None, num_procs_per_worker: int | str | None) -> bool:
-    return kind.model is PyTorchJob and ((num_workers or 0) > 1 or num_procs_per_worker is not None)
 
 
 def pip_install_script(packages: Sequence[str], index_url: str) -> str:
@@ -139,19 +131,24 @@ def env_list(env_vars: EnvVars) -> list[dict[str, Any]]:
     return listed
 
 
-def _container(request: FunctionJobRequest) -> dict[str, Any]:
-    image = request.base_image or BASE_IMAGES[request.kind.model]
-    container: dict[str, Any] = {"name": request.kind.default_container, "image": image}
+def _shape(request: FunctionJobRequest) -> FunctionShape:
+    return FunctionShape(
+        num_workers=request.num_workers,
+        num_procs_per_worker=request.num_procs_per_worker,
+        num_chief_replicas=request.num_chief_replicas,
+        num_ps_replicas=request.num_ps_replicas,
+    )
+
+
+def _template(request: FunctionJobRequest, framework: Framework[Any]) -> dict[str, Any]:
+    """Every replica's pod template: the function (or the image's entrypoint) in the kind's container."""
+    image = request.base_image or framework.function_base_image
+    container: dict[str, Any] = {"name": framework.default_container, "image": image}
     if request.train_func is not None:
-        entrypoint = (
-            "torchrun"
-            if uses_torchrun(request.kind, request.num_workers, request.num_procs_per_worker)
-            else "python -u"
-        )
         container["command"], container["args"] = function_command(
             request.train_func,
             request.parameters,
-            entrypoint,
+            framework.function_entrypoint(_shape(request)),
             request.packages_to_install,
             request.pip_index_url,
         )
@@ -159,49 +156,17 @@ def _container(request: FunctionJobRequest) -> dict[str, Any]:
         container["resources"] = resource_requirements(request.resources_per_worker)
     if request.env_vars:
         container["env"] = env_list(request.env_vars)
-    return container
-
-
-def _template(request: FunctionJobRequest) -> dict[str, Any]:
     return {
         "metadata": {"annotations": {ISTIO_SIDECAR_ANNOTATION: "false"}},
-        "spec": {"containers": [_container(request)]},
+        "spec": {"containers": [container]},
     }
-
-
-def _pytorch_job(request: FunctionJobRequest, metadata: ObjectMeta) -> PyTorchJob:
-    workers = request.num_workers or 1
-    specs = {"Master": ReplicaSpec(replicas=1, template=_template(request))}
-    if workers > 1:
-        specs["Worker"] = ReplicaSpec(replicas=workers - 1, template=_template(request))
-    nproc = None if request.num_procs_per_worker is None else str(request.num_procs_per_worker)
-    return PyTorchJob(
-        metadata=metadata, spec=PyTorchJobSpec(pytorch_replica_specs=specs, nproc_per_node=nproc)
-    )
-
-
-def _tf_job(request: FunctionJobRequest, metadata: ObjectMeta) -> TFJob:
-    specs: dict[str, ReplicaSpec] = {}
-    if request.num_chief_replicas is not None:
-        specs["Chief"] = ReplicaSpec(replicas=request.num_chief_replicas, template=_template(request))
-    if request.num_ps_replicas is not None:
-        specs["PS"] = ReplicaSpec(replicas=request.num_ps_replicas, template=_template(request))
-    if request.num_workers is not None:
-        specs["Worker"] = ReplicaSpec(replicas=request.num_workers, template=_template(request))
-    return TFJob(metadata=metadata, spec=TFJobSpec(tf_replica_specs=specs))
-
-
-_BUILDERS: dict[type[TrainingJob], Callable[[FunctionJobRequest, ObjectMeta], TrainingJob]] = {
-    PyTorchJob: _pytorch_job,
-    TFJob: _tf_job,
-}
 
 
 def build_job(request: FunctionJobRequest) -> TrainingJob:
     """The job upstream would create for ``train_func`` or ``base_image``; ``ValueError`` for bad input."""
-    builder = _BUILDERS.get(request.kind.model)
-    if builder is None:
-        buildable = ", ".join(m.KIND for m in _BUILDERS)
+    framework = framework_for_kind(request.kind.model.API_VERSION, request.kind.model.KIND)
+    if framework.function_base_image is None:
+        buildable = ", ".join(f.kind for f in FRAMEWORKS if f.function_base_image is not None)
         raise ValueError(
             f"Job kind {request.kind.kind} can't be created using function or image; only {buildable} can: "
             "pass a full job object for other kinds"
@@ -210,8 +175,9 @@ def build_job(request: FunctionJobRequest) -> TrainingJob:
         raise ValueError("One of the following must be set: job, train_func or base_image")
     if request.num_workers is not None and request.num_workers < 1:
         raise ValueError(f"num_workers must be at least 1, got {request.num_workers}")
-    if request.kind.model is PyTorchJob and request.num_workers is None:
-        raise ValueError("num_workers must be set for a PyTorchJob")
     if not request.name:
         raise ValueError("name is required when the job is built from train_func or base_image")
-    return builder(request, ObjectMeta(name=request.name, namespace=request.namespace))
+    job = framework.function_job(_shape(request), _template(request, framework))
+    metadata = ObjectMeta(name=request.name, namespace=request.namespace)
+    built: TrainingJob = job.model_copy(update={"metadata": metadata})
+    return built
