@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psutil
 
 from kubetrain.api.manifest import parse_job
@@ -114,14 +115,23 @@ class Watcher:
     running_at: dict[str, float] = field(default_factory=dict)
 
     async def _watch(self, path: str, on_event: Any) -> None:
-        listing = await self.client.http.get(path)
-        version = listing.json()["metadata"]["resourceVersion"]
-        params = {"watch": "true", "resourceVersion": version, "timeoutSeconds": 3600}
-        async with self.client.http.stream("GET", path, params=params, timeout=None) as response:
-            async for line in response.aiter_lines():
-                if line.strip():
-                    event = json.loads(line)
-                    on_event(event["type"], event["object"])
+        """List, then watch; list and watch again whenever the stream ends or fails, so a dropped
+        watch cannot hide a transition (the list replays what it missed)."""
+        while True:
+            try:
+                listing = (await self.client.http.get(path)).json()
+                for item in listing.get("items") or []:
+                    on_event("ADDED", item)
+                version = listing["metadata"]["resourceVersion"]
+                params = {"watch": "true", "resourceVersion": version, "timeoutSeconds": 3600}
+                async with self.client.http.stream("GET", path, params=params, timeout=None) as response:
+                    async for line in response.aiter_lines():
+                        if line.strip():
+                            event = json.loads(line)
+                            on_event(event["type"], event["object"])
+            except (httpx.HTTPError, ValueError, KeyError):
+                pass
+            await asyncio.sleep(0.1)
 
     def _on_job(self, _: str, job: dict[str, Any]) -> None:
         name = job["metadata"]["name"]
