@@ -130,7 +130,8 @@ class Watcher:
                             event = json.loads(line)
                             on_event(event["type"], event["object"])
             except (httpx.HTTPError, ValueError, KeyError):
-                pass
+                await asyncio.sleep(0.1)  # a broken stream or a half-read list: list again
+                continue
             await asyncio.sleep(0.1)
 
     def _on_job(self, _: str, job: dict[str, Any]) -> None:

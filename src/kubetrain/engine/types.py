@@ -124,7 +124,7 @@ class SyncPodGroup:
 
 @dataclass(frozen=True)
 class DeletePodGroup:
-    pass
+    """The job finished, was suspended or exceeded its limits: its PodGroup goes."""
 
 
 @dataclass(frozen=True)

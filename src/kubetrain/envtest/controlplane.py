@@ -10,6 +10,7 @@ exactly those processes.
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
 import json
 import os
@@ -270,11 +271,10 @@ def _wait_for(
     started = time.monotonic()
     deadline = started + timeout
     while True:
-        try:
+        # Not answering yet (connection refused, 5xx) just means "not ready"; keep polling.
+        with contextlib.suppress(httpx.HTTPError, ApiError, OSError):
             if ready():
                 return time.monotonic() - started
-        except (httpx.HTTPError, ApiError, OSError):
-            pass
         if record is not None and not record.is_running():
             raise EnvtestError(
                 f"{what}: the process exited; last lines of {record.log}:\n{_log_tail(record.log)}"

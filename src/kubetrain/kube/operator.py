@@ -67,7 +67,7 @@ class OperatorSettings:
 
 
 class MissingCrdError(Exception):
-    pass
+    """An enabled kind's CRD is not served by the API server (install the CRDs first)."""
 
 
 def job_resource(framework: Framework[Any]) -> type[NamespacedResource]:

@@ -109,7 +109,7 @@ class PlainDisplay:
         self._last_headline = ""
 
     def start(self) -> None:
-        pass
+        """Plain lines need no set-up (the live display starts its table here)."""
 
     def line(self, prefix: str, text: str) -> None:
         label = f"{prefix:<{self._prefixes.width}} |"

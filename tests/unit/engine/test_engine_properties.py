@@ -98,17 +98,17 @@ class RestartInPlace:
 
 @dataclass(frozen=True)
 class DeletionsComplete:
-    pass
+    """Every deletion in flight finishes (the kubelet confirms it)."""
 
 
 @dataclass(frozen=True)
 class FlipSuspend:
-    pass
+    """The user flips runPolicy.suspend."""
 
 
 @dataclass(frozen=True)
 class PodGroupAdmitted:
-    pass
+    """Volcano admits the job's PodGroup."""
 
 
 @dataclass(frozen=True)

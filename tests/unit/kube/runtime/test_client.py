@@ -96,8 +96,7 @@ def status(code: int, reason: str, message: str) -> httpx2.Response:
 async def test_a_410_answer_to_a_watch_is_resource_expired() -> None:
     source = ApiListWatch(mock_client(lambda _: status(410, "Expired", "too old resource version")), Pod)
     with pytest.raises(ResourceExpiredError, match="too old"):
-        async for _ in source.watch(resource_version="1", timeout_seconds=300):
-            pass
+        await anext(aiter(source.watch(resource_version="1", timeout_seconds=300)))
 
 
 async def test_an_error_answer_to_a_list_carries_the_server_message() -> None:
