@@ -81,3 +81,13 @@ def template_containers(template: dict[str, Any]) -> list[dict[str, Any]]:
     if not isinstance(containers, list) or not all(isinstance(c, dict) for c in containers):
         return []
     return containers
+
+
+def default_min_max(low: int | None, high: int | None, fallback: int | None) -> tuple[int | None, int | None]:
+    """Elastic ``minReplicas``/``maxReplicas``: one given → both equal it; neither → both ``fallback``."""
+    if low is not None and high is not None:
+        return low, high
+    if low is None and high is None:
+        return fallback, fallback
+    given = low if low is not None else high
+    return given, given

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from kubetrain.api.common import ConditionType, RestartPolicy
+from kubetrain.api.defaults import default_min_max
 from kubetrain.api.jobs import PaddleElasticPolicy, PaddleJob
 from kubetrain.frameworks.addressing import Addressing
 from kubetrain.frameworks.base import ConditionProposal, EnvTarget, EnvVar, StatusContext
@@ -43,10 +44,8 @@ class PaddleFramework(StandardFramework[PaddleJob]):
         policy = job.spec.elastic_policy
         if policy is None or (policy.min_replicas is not None and policy.max_replicas is not None):
             return job
-        if policy.min_replicas is not None or policy.max_replicas is not None:
-            low = high = policy.min_replicas if policy.min_replicas is not None else policy.max_replicas
-        else:
-            low = high = job.replica_specs[WORKER].replicas if WORKER in job.replica_specs else None
+        workers = job.replica_specs[WORKER].replicas if WORKER in job.replica_specs else None
+        low, high = default_min_max(policy.min_replicas, policy.max_replicas, workers)
         defaulted: PaddleElasticPolicy = policy.model_copy(update={"min_replicas": low, "max_replicas": high})
         return job.model_copy(update={"spec": job.spec.model_copy(update={"elastic_policy": defaulted})})
 

@@ -7,6 +7,7 @@ import re
 from typing import Any, ClassVar
 
 from kubetrain.api.common import ConditionType, ReplicaSpec, RestartPolicy
+from kubetrain.api.defaults import default_min_max
 from kubetrain.api.errors import FieldError
 from kubetrain.api.jobs import ElasticPolicy, PyTorchJob, PyTorchJobSpec
 from kubetrain.api.validation import forbidden, invalid, required
@@ -250,13 +251,8 @@ class PyTorchFramework(StandardFramework[PyTorchJob]):
 
 def _default_elastic_bounds(policy: ElasticPolicy, job: PyTorchJob) -> ElasticPolicy:
     """min/max: one given → both equal it; neither → both are the Worker replicas (if any)."""
-    low, high = policy.min_replicas, policy.max_replicas
-    if low is not None and high is not None:
+    if policy.min_replicas is not None and policy.max_replicas is not None:
         return policy
-    if high is not None:
-        low = high
-    elif low is not None:
-        high = low
-    elif WORKER in job.replica_specs:
-        low = high = job.replica_specs[WORKER].replicas
+    workers = job.replica_specs[WORKER].replicas if WORKER in job.replica_specs else None
+    low, high = default_min_max(policy.min_replicas, policy.max_replicas, workers)
     return policy.model_copy(update={"min_replicas": low, "max_replicas": high})
