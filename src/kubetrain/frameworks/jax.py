@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from kubetrain.api.common import ConditionType, RestartPolicy
+from kubetrain.api.common import RestartPolicy
 from kubetrain.api.jobs import JAXJob
 from kubetrain.frameworks.addressing import Addressing
 from kubetrain.frameworks.base import ConditionProposal, EnvTarget, EnvVar, StatusContext
 from kubetrain.frameworks.standard import (
     StandardFramework,
+    all_workers_rule,
     counts,
     env,
-    proposal,
     restart_or_fail_when_replicas_lack,
     total_replicas,
 )
@@ -56,11 +56,6 @@ class JAXFramework(StandardFramework[JAXJob]):
         for replica_type in (t for t in self.replica_types if t in job.replica_specs):
             counted = counts(context, replica_type)
             if replica_type == WORKER:
-                if counted.expected == 0:
-                    message = f"JAXJob {job.namespace}/{job.name} successfully completed."
-                    found.append(proposal(self.kind, ConditionType.SUCCEEDED, message))
-                elif counted.running > 0:
-                    message = f"JAXJob {job.namespace}/{job.name} is running."
-                    found.append(proposal(self.kind, ConditionType.RUNNING, message))
+                found += all_workers_rule(self.kind, job, counted)
             found += restart_or_fail_when_replicas_lack(self.kind, context, replica_type, counted)
         return found

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-from kubetrain.api.common import ConditionType, RestartPolicy
+from kubetrain.api.common import RestartPolicy
 from kubetrain.api.errors import FieldError
 from kubetrain.api.jobs import MXJob
 from kubetrain.api.validation import forbidden
@@ -14,8 +14,8 @@ from kubetrain.frameworks.base import ConditionProposal, EnvTarget, EnvVar, Stat
 from kubetrain.frameworks.standard import (
     StandardFramework,
     counts,
+    deciding_replica_rule,
     env,
-    proposal,
     replicas_of,
     restart_only_on_exit_code,
 )
@@ -102,10 +102,9 @@ class MXNetFramework(StandardFramework[MXJob]):
         for replica_type in (t for t in self.replica_types if t in job.replica_specs):
             counted = counts(context, replica_type)
             if replica_type == deciding:
-                if counted.running > 0:
-                    found.append(proposal(self.kind, ConditionType.RUNNING, f"MXJob {job.name} is running."))
-                if counted.expected == 0:
-                    message = f"MXJob {job.name} is successfully completed."
-                    return [*found, proposal(self.kind, ConditionType.SUCCEEDED, message)]
+                decided, succeeded = deciding_replica_rule(self.kind, job, counted)
+                if succeeded:
+                    return [*found, *decided]
+                found += decided
             found += restart_only_on_exit_code(self.kind, context, replica_type, counted)
         return found

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from kubetrain.api.common import ConditionType, RestartPolicy
+from kubetrain.api.common import RestartPolicy
 from kubetrain.api.defaults import default_min_max
 from kubetrain.api.jobs import PaddleElasticPolicy, PaddleJob
 from kubetrain.frameworks.addressing import Addressing
 from kubetrain.frameworks.base import ConditionProposal, EnvTarget, EnvVar, StatusContext
 from kubetrain.frameworks.standard import (
     StandardFramework,
+    all_workers_rule,
     counts,
+    deciding_replica_rule,
     env,
-    proposal,
     restart_or_fail_when_replicas_lack,
     total_replicas,
 )
@@ -79,19 +80,11 @@ class PaddleFramework(StandardFramework[PaddleJob]):
         for replica_type in (t for t in self.replica_types if t in job.replica_specs):
             counted = counts(context, replica_type)
             if has_master and replica_type == MASTER:
-                if counted.running > 0:
-                    found.append(
-                        proposal(self.kind, ConditionType.RUNNING, f"PaddleJob {job.name} is running.")
-                    )
-                if counted.expected == 0:
-                    message = f"PaddleJob {job.name} is successfully completed."
-                    return [*found, proposal(self.kind, ConditionType.SUCCEEDED, message)]
+                decided, succeeded = deciding_replica_rule(self.kind, job, counted)
+                if succeeded:
+                    return [*found, *decided]
+                found += decided
             elif not has_master and replica_type == WORKER:
-                if counted.expected == 0:
-                    message = f"PaddleJob {job.namespace}/{job.name} successfully completed."
-                    found.append(proposal(self.kind, ConditionType.SUCCEEDED, message))
-                elif counted.running > 0:
-                    message = f"PaddleJob {job.namespace}/{job.name} is running."
-                    found.append(proposal(self.kind, ConditionType.RUNNING, message))
+                found += all_workers_rule(self.kind, job, counted)
             found += restart_or_fail_when_replicas_lack(self.kind, context, replica_type, counted)
         return found

@@ -6,7 +6,7 @@ import copy
 import re
 from typing import Any, ClassVar
 
-from kubetrain.api.common import ConditionType, ReplicaSpec, RestartPolicy
+from kubetrain.api.common import ReplicaSpec, RestartPolicy
 from kubetrain.api.defaults import default_min_max
 from kubetrain.api.errors import FieldError
 from kubetrain.api.jobs import ElasticPolicy, PyTorchJob, PyTorchJobSpec
@@ -23,9 +23,10 @@ from kubetrain.frameworks.base import (
 )
 from kubetrain.frameworks.standard import (
     StandardFramework,
+    all_workers_rule,
     counts,
+    deciding_replica_rule,
     env,
-    proposal,
     replicas_of,
     restart_or_fail_when_replicas_lack,
     total_replicas,
@@ -230,21 +231,13 @@ class PyTorchFramework(StandardFramework[PyTorchJob]):
         for replica_type in (t for t in self.replica_types if t in job.replica_specs):
             counted = counts(context, replica_type)
             if has_master and replica_type == MASTER:
-                if counted.running > 0:
-                    found.append(
-                        proposal(self.kind, ConditionType.RUNNING, f"PyTorchJob {job.name} is running.")
-                    )
-                if counted.expected == 0:
-                    message = f"PyTorchJob {job.name} is successfully completed."
-                    return [*found, proposal(self.kind, ConditionType.SUCCEEDED, message)]
+                decided, succeeded = deciding_replica_rule(self.kind, job, counted)
+                if succeeded:
+                    return [*found, *decided]
+                found += decided
             elif not has_master and replica_type == WORKER:
-                elastic_success = job.spec.elastic_policy is not None and counted.succeeded > 0
-                if counted.expected == 0 or elastic_success:
-                    message = f"PyTorchJob {job.namespace}/{job.name} successfully completed."
-                    found.append(proposal(self.kind, ConditionType.SUCCEEDED, message))
-                elif counted.running > 0:
-                    message = f"PyTorchJob {job.namespace}/{job.name} is running."
-                    found.append(proposal(self.kind, ConditionType.RUNNING, message))
+                elastic = job.spec.elastic_policy is not None
+                found += all_workers_rule(self.kind, job, counted, any_success_suffices=elastic)
             found += restart_or_fail_when_replicas_lack(self.kind, context, replica_type, counted)
         return found
 

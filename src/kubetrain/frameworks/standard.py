@@ -38,12 +38,6 @@ def env(name: str, value: str | int) -> EnvVar:
     return {"name": name, "value": str(value)}
 
 
-def replica_specs_path(job: TrainingJob) -> str:
-    """The wire path of the kind's replica map, e.g. ``spec.pytorchReplicaSpecs``."""
-    field = type(job.spec).model_fields[job.spec.REPLICA_SPECS_FIELD]
-    return f"spec.{field.alias or job.spec.REPLICA_SPECS_FIELD}"
-
-
 def replicas_of(job: TrainingJob, replica_type: str) -> int:
     spec = job.replica_specs.get(replica_type)
     return 0 if spec is None else (spec.replicas if spec.replicas is not None else 1)
@@ -99,6 +93,33 @@ def proposal(kind: str, type_: ConditionType, message: str) -> ConditionProposal
     return ConditionProposal(type_, f"{kind}{type_.value}", message)
 
 
+def deciding_replica_rule(
+    kind: str, job: TrainingJob, counted: ReplicaCounts
+) -> tuple[list[ConditionProposal], bool]:
+    """The replica that decides the job (Master, MXNet's Scheduler): running → Running; all of it
+    done → Succeeded. The flag says the job succeeded, so no other rule is evaluated after it."""
+    found = []
+    if counted.running > 0:
+        found.append(proposal(kind, ConditionType.RUNNING, f"{kind} {job.name} is running."))
+    if counted.expected == 0:
+        message = f"{kind} {job.name} is successfully completed."
+        return [*found, proposal(kind, ConditionType.SUCCEEDED, message)], True
+    return found, False
+
+
+def all_workers_rule(
+    kind: str, job: TrainingJob, counted: ReplicaCounts, *, any_success_suffices: bool = False
+) -> list[ConditionProposal]:
+    """A job without a master: every Worker succeeded (elastic PyTorch: any) → Succeeded; else
+    Workers running → Running. Upstream words these with ``<ns>/<name>``."""
+    full_name = f"{job.namespace}/{job.name}"
+    if counted.expected == 0 or (any_success_suffices and counted.succeeded > 0):
+        return [proposal(kind, ConditionType.SUCCEEDED, f"{kind} {full_name} successfully completed.")]
+    if counted.running > 0:
+        return [proposal(kind, ConditionType.RUNNING, f"{kind} {full_name} is running.")]
+    return []
+
+
 class StandardFramework(Framework[JobT]):
     """A kubeflow.org/v1 kind with per-replica services and the common defaulting of §1.3."""
 
@@ -140,7 +161,7 @@ class StandardFramework(Framework[JobT]):
         Deliberate difference: upstream validates the un-defaulted object, so for example a
         PyTorch ``Master`` without ``replicas`` is rejected there; here it has defaulted to 1.
         """
-        path = replica_specs_path(job)
+        path = job.replica_specs_path
         errors = job_name_errors(job.name)
         errors += managed_by_errors(job.run_policy, self.managed_by_values)
         if not job.replica_specs:

@@ -31,11 +31,6 @@ def short_name(replica_type: str, index: int) -> str:
     return f"{replica_type.lower()}-{index}"
 
 
-def replica_field_path(job: TrainingJob, replica_type: str) -> str:
-    field = type(job.spec).model_fields[job.spec.REPLICA_SPECS_FIELD]
-    return f"spec.{field.alias or job.spec.REPLICA_SPECS_FIELD}.{replica_type}"
-
-
 def main_container(plan: ReplicaPlan) -> tuple[int, dict[str, Any]]:
     containers: list[dict[str, Any]] = (plan.template.get("spec") or {}).get("containers") or []
     for position, container in enumerate(containers):
@@ -131,7 +126,7 @@ def launch_spec(
 ) -> LaunchSpec:
     """The process for ``plan``; raises ``InvalidJobError`` when the container cannot run locally."""
     position, container = main_container(plan)
-    path = f"{replica_field_path(job, plan.replica_type)}.template.spec.containers[{position}]"
+    path = f"{job.replica_specs_path}.{plan.replica_type}.template.spec.containers[{position}]"
     variables = container_env(plan, job, container, path)
     command = [str(c) for c in container.get("command") or []]
     args = [str(a) for a in container.get("args") or []]

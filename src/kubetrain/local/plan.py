@@ -18,7 +18,7 @@ from kubetrain.engine.planning import desired_replicas, plan_replica
 from kubetrain.engine.types import Traits
 from kubetrain.frameworks.addressing import LocalAddressing
 from kubetrain.frameworks.registry import framework_for
-from kubetrain.local.launch import container_env, launch_spec, main_container, replica_field_path
+from kubetrain.local.launch import container_env, launch_spec, main_container
 from kubetrain.local.ports import ReplicaKey, allocate_addressing
 
 TRAITS = Traits(colocated=True)
@@ -37,7 +37,7 @@ def local_plan(
         plan = plan_replica(job, replica_type, index, addressing)
         spec = launch_spec(plan, job, cwd=working_dir, base_env={}, extra_env={})
         position, container = main_container(plan)
-        path = f"{replica_field_path(job, replica_type)}.template.spec.containers[{position}]"
+        path = f"{job.replica_specs_path}.{replica_type}.template.spec.containers[{position}]"
         processes.append(
             {
                 "replica": spec.prefix,

@@ -43,7 +43,7 @@ from kubetrain.frameworks.registry import framework_for
 from kubetrain.local import orphans
 from kubetrain.local.display import ConditionView, Display, Snapshot, make_display
 from kubetrain.local.gpus import CUDA_VISIBLE_DEVICES, GpuRequest, assign_gpus, detect_gpus, requested_gpus
-from kubetrain.local.launch import launch_spec, main_container, replica_field_path, short_name
+from kubetrain.local.launch import launch_spec, main_container, short_name
 from kubetrain.local.logs import ReplicaLog
 from kubetrain.local.ports import allocate_addressing
 from kubetrain.local.process import LaunchSpec, ReplicaProcess
@@ -140,7 +140,7 @@ class LocalRun:
         requests = []
         for key, plan in self.plans.items():
             position, container = main_container(plan)
-            container_path = f"{replica_field_path(self.job, key[0])}.template.spec.containers[{position}]"
+            container_path = f"{self.job.replica_specs_path}.{key[0]}.template.spec.containers[{position}]"
             path = f"{container_path}.resources.limits"
             requests.append(GpuRequest(short_name(*key), path, requested_gpus(container)))
         if not any(r.count for r in requests):
