@@ -215,8 +215,8 @@ def test_job_status_is_readable_by_the_training_client_fields(
     """replicaStatuses carry the selector the scale subresource and HPA read."""
     start_operator()
     create_job(kube_api, namespace, CASES[0].manifest("j"))
-    wait_pods(kube_api, namespace, CASES[0].pod_names("j"))
-    status = get_job(kube_api, "PyTorchJob", namespace, "j")["status"]
+    # The status write follows the pod creations, so wait for the condition it carries, not for the pods.
+    status = wait_condition(kube_api, "PyTorchJob", namespace, "j", "Created")["status"]
     assert status["replicaStatuses"]["Worker"]["selector"] == (
         "training.kubeflow.org/job-name=j,training.kubeflow.org/operator-name=pytorchjob-controller,"
         "training.kubeflow.org/replica-type=worker"
