@@ -6,9 +6,10 @@ Reports, in one run:
   in jobs/s (8 objects per job);
 - the operator's rate: N jobs submitted at once, until every pod and service exists;
 - reaction latency: each master pod's phase set to Running, until the job's Running condition appears
-  (p50 / p99 over the N jobs);
+  (p50 / p99 over the N jobs), and the same for a plain client that writes the job's status itself the
+  moment its pod watch shows the phase (the API server's limit for reactions);
 - API requests per job, split into object writes, status writes and events;
-- the operator's peak RSS.
+- the operator's peak RSS and its CPU seconds per job, while creating and while reacting.
 
 Usage (an envtest must be running: ``kubetrain envtest start``)::
 
@@ -31,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
+import aiohttp
 import psutil
 
 from kubetrain.api.manifest import parse_job
@@ -114,22 +115,23 @@ class Watcher:
     namespace: str
     running_at: dict[str, float] = field(default_factory=dict)
 
-    async def _watch(self, path: str, on_event: Any) -> None:
+    async def watch(self, path: str, on_event: Any, selector: str = "") -> None:
         """List, then watch; list and watch again whenever the stream ends or fails, so a dropped
         watch cannot hide a transition (the list replays what it missed)."""
         while True:
             try:
-                listing = (await self.client.http.get(path)).json()
+                selected = {"labelSelector": selector} if selector else {}
+                listing = (await self.client.http.get(path, params=selected)).json()
                 for item in listing.get("items") or []:
                     on_event("ADDED", item)
                 version = listing["metadata"]["resourceVersion"]
-                params = {"watch": "true", "resourceVersion": version, "timeoutSeconds": 3600}
+                params = {"watch": "true", "resourceVersion": version, "timeoutSeconds": 3600, **selected}
                 async with self.client.http.stream("GET", path, params=params, timeout=None) as response:
                     async for line in response.aiter_lines():
                         if line.strip():
                             event = json.loads(line)
                             on_event(event["type"], event["object"])
-            except (httpx.HTTPError, ValueError, KeyError):
+            except (aiohttp.ClientError, TimeoutError, ValueError, KeyError):
                 await asyncio.sleep(0.1)  # a broken stream or a half-read list: list again
                 continue
             await asyncio.sleep(0.1)
@@ -144,7 +146,88 @@ class Watcher:
 
     def start(self) -> list[asyncio.Task[None]]:
         jobs = f"/apis/kubeflow.org/v1/namespaces/{self.namespace}/pytorchjobs"
-        return [asyncio.create_task(self._watch(jobs, self._on_job))]
+        return [asyncio.create_task(self.watch(jobs, self._on_job))]
+
+
+async def react(client: KubeClient, namespace: str, names: list[str], watcher: Watcher) -> list[float]:
+    """Set each job's master pod Running (16 patches in flight) and return, per job, the milliseconds until
+    its Running condition was seen."""
+    patched_at: dict[str, float] = {}
+    gate = asyncio.Semaphore(PATCH_CONCURRENCY)
+
+    async def run_master(name: str) -> None:
+        async with gate:
+            path = f"/api/v1/namespaces/{namespace}/pods/{name}-master-0/status"
+            headers = {"Content-Type": "application/merge-patch+json"}
+            body = json.dumps({"status": {"phase": "Running"}})
+            response = await client.http.patch(path, content=body, headers=headers)
+            raise_for_status(response, response.content)
+            patched_at[name] = time.monotonic()
+
+    await asyncio.gather(*(run_master(name) for name in names))
+    await wait_until(lambda: len(watcher.running_at) >= len(names), 300, "every job Running")
+    return [(watcher.running_at[name] - patched_at[name]) * 1000 for name in names]
+
+
+def running_status() -> dict[str, Any]:
+    """What the operator writes when the master runs: Created then Running, with the replica counts."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+    def condition(type_: str, reason: str) -> dict[str, str]:
+        message = f"PyTorchJob is {type_.lower()}."
+        times = {"lastUpdateTime": now, "lastTransitionTime": now}
+        return {"type": type_, "status": "True", "reason": reason, "message": message, **times}
+
+    return {
+        "conditions": [condition("Created", "PyTorchJobCreated"), condition("Running", "PyTorchJobRunning")],
+        "replicaStatuses": {"Master": {"active": 1}, "Worker": {}},
+        "startTime": now,
+    }
+
+
+async def plain_reaction(client: KubeClient, namespace: str, jobs: int) -> list[float]:
+    """Reaction latencies when a client writes each job's status itself, one PUT the moment its pod watch
+    shows the master Running (16 in flight): no cache, no engine, no events. Runs on the plain client's
+    pods (already created, no operator watching their namespace) and N unreconciled jobs beside them."""
+    collection = f"/apis/kubeflow.org/v1/namespaces/{namespace}/pytorchjobs"
+    stored: dict[str, dict[str, Any]] = {}
+    gate = asyncio.Semaphore(CREATE_CONCURRENCY)
+
+    async def create(name: str) -> None:
+        async with gate:
+            response = await client.http.post(collection, json=pytorch_job(name, namespace))
+            raise_for_status(response, response.content)
+            stored[name] = response.json()
+
+    names = [f"plain-{i}" for i in range(jobs)]
+    await asyncio.gather(*(create(name) for name in names))
+    ready: asyncio.Queue[str] = asyncio.Queue()
+    seen: set[str] = set()
+
+    def on_pod(_: str, pod: dict[str, Any]) -> None:
+        job = pod["metadata"]["name"].removesuffix("-master-0")
+        if (pod.get("status") or {}).get("phase") == "Running" and job not in seen:
+            seen.add(job)
+            ready.put_nowait(job)
+
+    async def write_status() -> None:
+        while True:
+            name = await ready.get()
+            body = {**stored[name], "status": running_status()}
+            response = await client.http.put(f"{collection}/{name}/status", json=body)
+            raise_for_status(response, response.content)
+
+    watcher = Watcher(client, namespace)
+    masters = "training.kubeflow.org/replica-type=master"
+    pod_watch = watcher.watch(f"/api/v1/namespaces/{namespace}/pods", on_pod, masters)
+    tasks = [*watcher.start(), asyncio.create_task(pod_watch)]
+    tasks += [asyncio.create_task(write_status()) for _ in range(PATCH_CONCURRENCY)]
+    try:
+        await asyncio.sleep(1.0)  # both watches listed and open
+        return await react(client, namespace, names, watcher)
+    finally:
+        for task in tasks:
+            task.cancel()
 
 
 async def wait_until(predicate: Any, timeout: float, what: str) -> None:
@@ -163,6 +246,11 @@ async def sample_rss(pid: int, peak: list[int]) -> None:
         await asyncio.sleep(0.1)
 
 
+def cpu_seconds(pid: int) -> float:
+    times = psutil.Process(pid).cpu_times()
+    return float(times.user + times.system)
+
+
 def scrape(port: int) -> dict[str, float]:
     import urllib.request
 
@@ -174,7 +262,23 @@ def scrape(port: int) -> dict[str, float]:
         )
         if match:
             values[match.group(2) or "events"] = float(match.group(3))
+        elif line.startswith("kubetrain_work_queue_depth{"):
+            values["queue"] = values.get("queue", 0.0) + float(line.split()[-1])
     return values
+
+
+async def wait_settled(port: int, before: dict[str, float], jobs: int) -> None:
+    """Until the operator has written a status for every job and two scrapes 0.2 s apart find its work
+    queue empty."""
+    quiet = 0
+    deadline = time.monotonic() + 300
+    while quiet < 2:
+        if time.monotonic() > deadline:
+            raise TimeoutError("the operator did not settle within 300 s")
+        await asyncio.sleep(0.2)
+        now = scrape(port)
+        settled = now.get("PUT", 0.0) - before.get("PUT", 0.0) >= jobs and now.get("queue", 1.0) == 0
+        quiet = quiet + 1 if settled else 0
 
 
 @dataclass
@@ -184,11 +288,15 @@ class Result:
     operator_jobs_per_s: float
     p50_ms: float
     p99_ms: float
+    plain_p50_ms: float
+    plain_p99_ms: float
     requests_per_job: float
     object_writes_per_object: float
     status_writes_per_job: float
     events_per_job: float
     peak_rss_mb: float
+    create_cpu_ms_per_job: float
+    reaction_cpu_ms_per_job: float
 
 
 async def measure(
@@ -200,6 +308,7 @@ async def measure(
     await create_namespace(client, plain_ns)
     await create_namespace(client, operator_ns)
     plain_rate = await plain_client_rate(client, plain_ns, jobs)
+    plain_latencies = await plain_reaction(client, plain_ns, jobs)
 
     log = Path(f"/tmp/kubetrain-bench-operator-{suffix}.log")
     launcher = [str(KUBETRAIN)]
@@ -216,6 +325,7 @@ async def measure(
     try:
         await wait_until(lambda: "caches synced" in log.read_text(), 60, "operator start")
         before = scrape(metrics_port)
+        cpu_at_start = cpu_seconds(operator.pid)
         started = time.monotonic()
         job_path = f"/apis/kubeflow.org/v1/namespaces/{operator_ns}/pytorchjobs"
         manifests = [(job_path, pytorch_job(f"job-{i}", operator_ns)) for i in range(jobs)]
@@ -231,21 +341,14 @@ async def measure(
             await asyncio.sleep(0.05)
         operator_rate = jobs / (time.monotonic() - started)
 
-        patched_at: dict[str, float] = {}
-        gate = asyncio.Semaphore(PATCH_CONCURRENCY)
-
-        async def run_master(name: str) -> None:
-            async with gate:
-                path = f"/api/v1/namespaces/{operator_ns}/pods/{name}-master-0/status"
-                headers = {"Content-Type": "application/merge-patch+json"}
-                body = json.dumps({"status": {"phase": "Running"}})
-                response = await client.http.patch(path, content=body, headers=headers)
-                raise_for_status(response, response.content)
-                patched_at[name] = time.monotonic()
-
-        await asyncio.gather(*(run_master(f"job-{i}") for i in range(jobs)))
-        await wait_until(lambda: len(watcher.running_at) >= jobs, 300, "every job Running")
-        latencies = [(watcher.running_at[name] - patched_at[name]) * 1000 for name in patched_at]
+        created_cpu = cpu_seconds(operator.pid) - cpu_at_start
+        # Latency is measured on a settled operator, as the plain reactor's is: every job's first status
+        # written and no job key waiting. (Started while the operator still digests the creation burst,
+        # the reaction queues behind that backlog and measures throughput instead.)
+        await wait_settled(metrics_port, before, jobs)
+        cpu_before_reaction = cpu_seconds(operator.pid)
+        latencies = await react(client, operator_ns, [f"job-{i}" for i in range(jobs)], watcher)
+        reaction_cpu = cpu_seconds(operator.pid) - cpu_before_reaction
         await asyncio.sleep(1.0)  # let the last events go out before counting
         after = scrape(metrics_port)
     finally:
@@ -275,27 +378,33 @@ async def measure(
         operator_jobs_per_s=operator_rate,
         p50_ms=statistics.median(latencies),
         p99_ms=percentile(latencies, 0.99),
+        plain_p50_ms=statistics.median(plain_latencies),
+        plain_p99_ms=percentile(plain_latencies, 0.99),
         requests_per_job=total / jobs,
         object_writes_per_object=object_writes / (jobs * OBJECTS_PER_JOB),
         status_writes_per_job=status_writes / jobs,
         events_per_job=events / jobs,
         peak_rss_mb=peak[0] / 2**20,
+        create_cpu_ms_per_job=created_cpu * 1000 / jobs,
+        reaction_cpu_ms_per_job=reaction_cpu * 1000 / jobs,
     )
 
 
 def markdown(results: list[Result]) -> str:
     lines = [
         "| N jobs | plain client (jobs/s) | operator (jobs/s) | operator / plain | reaction p50 "
-        "| reaction p99 | API requests / job | object writes / object | status writes / job | events / job "
-        "| peak RSS |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| reaction p99 | plain reaction p50 / p99 | API requests / job | object writes / object "
+        "| status writes / job | events / job | peak RSS | operator CPU / job (create, react) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         lines.append(
             f"| {r.jobs} | {r.plain_jobs_per_s:.1f} | {r.operator_jobs_per_s:.1f} "
             f"| {r.operator_jobs_per_s / r.plain_jobs_per_s:.0%} | {r.p50_ms:.0f} ms | {r.p99_ms:.0f} ms "
+            f"| {r.plain_p50_ms:.0f} / {r.plain_p99_ms:.0f} ms "
             f"| {r.requests_per_job:.1f} | {r.object_writes_per_object:.2f} | {r.status_writes_per_job:.1f} "
-            f"| {r.events_per_job:.1f} | {r.peak_rss_mb:.0f} MB |"
+            f"| {r.events_per_job:.1f} | {r.peak_rss_mb:.0f} MB "
+            f"| {r.create_cpu_ms_per_job:.0f} ms, {r.reaction_cpu_ms_per_job:.1f} ms |"
         )
     return "\n".join(lines)
 

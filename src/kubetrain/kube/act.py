@@ -15,8 +15,6 @@ from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx2
-
 from kubetrain.api.common import ConditionType, JobStatus
 from kubetrain.api.jobs import TrainingJob
 from kubetrain.engine.planning import plan_replica
@@ -55,6 +53,7 @@ from kubetrain.kube.render import (
 )
 from kubetrain.kube.runtime.client import ApiStatusError, raise_for_status
 from kubetrain.kube.runtime.expectations import Expectations, expectation_key
+from kubetrain.kube.runtime.http import HttpApi
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +147,7 @@ class Outcome:
 class Actor:
     def __init__(
         self,
-        http: httpx2.AsyncClient,
+        http: HttpApi,
         expectations: Expectations,
         events: EventRecorder,
         metrics: OperatorMetrics,

@@ -16,9 +16,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import httpx2
-
 from kubetrain.kube.runtime.client import raise_for_status
+from kubetrain.kube.runtime.http import HttpApi
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +67,7 @@ def event_manifest(record: EventRecord) -> dict[str, Any]:
 
 
 class EventRecorder:
-    def __init__(self, http: httpx2.AsyncClient, busy: Callable[[], bool] = lambda: False) -> None:
+    def __init__(self, http: HttpApi, busy: Callable[[], bool] = lambda: False) -> None:
         self._http = http
         self._busy = busy
         self._queue: asyncio.Queue[EventRecord] = asyncio.Queue(MAX_QUEUED)

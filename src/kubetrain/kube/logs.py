@@ -31,5 +31,5 @@ def configure(level: str = "info") -> None:
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     # httpx logs every request at INFO: far too much for an operator making thousands.
-    for noisy in ("httpx", "httpx2", "httpcore"):
+    for noisy in ("httpx", "httpx2", "httpcore", "aiohttp"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

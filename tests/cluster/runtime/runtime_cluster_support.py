@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 
 import pytest_asyncio
+from lightkube import AsyncClient, KubeConfig
 
 from kubetrain.envtest.pytest_plugin import EnvtestCluster
-from kubetrain.kube.runtime.client import KubeClient, connect
+from kubetrain.kube.runtime.client import connect
+from kubetrain.kube.runtime.http import ApiSession, RequestCounter
 
 
 async def eventually(
@@ -24,14 +27,25 @@ async def eventually(
     return time.monotonic() - started
 
 
+@dataclass
+class ClusterClient:
+    """The runtime's client for the envtest cluster, and lightkube's typed one to make what it watches."""
+
+    http: ApiSession
+    requests: RequestCounter
+    api: AsyncClient
+
+
 @pytest_asyncio.fixture(name="kube")
-async def kube_client_fixture(envtest: EnvtestCluster) -> AsyncIterator[KubeClient]:
-    """The runtime's client for the envtest cluster (per test: each test has its own event loop)."""
+async def kube_client_fixture(envtest: EnvtestCluster) -> AsyncIterator[ClusterClient]:
+    """Per test: each test has its own event loop."""
     client = connect(envtest.kubeconfig)
+    typed = AsyncClient(KubeConfig.from_file(envtest.kubeconfig))
     try:
-        yield client
+        yield ClusterClient(client.http, client.requests, typed)
     finally:
         await client.aclose()
+        await typed.close()
 
 
 async def stop(task: asyncio.Task[None]) -> None:

@@ -5,9 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from runtime_cluster_support import eventually, kube_client_fixture, stop  # noqa: F401  (fixture "kube")
+from runtime_cluster_support import ClusterClient, eventually, kube_client_fixture, stop  # noqa: F401  (fixture "kube")
 
-from kubetrain.kube.runtime.client import KubeClient
 from kubetrain.kube.runtime.leader import ApiLeaseLock, LeaderElector
 
 pytestmark = pytest.mark.cluster
@@ -15,11 +14,11 @@ pytestmark = pytest.mark.cluster
 LEASE = "kubetrain-operator-test"
 
 
-def elector(kube: KubeClient, namespace: str, identity: str) -> LeaderElector:
+def elector(kube: ClusterClient, namespace: str, identity: str) -> LeaderElector:
     return LeaderElector(ApiLeaseLock(kube.http, namespace, LEASE), identity)
 
 
-async def test_of_two_candidates_only_one_leads(kube: KubeClient, namespace: str) -> None:
+async def test_of_two_candidates_only_one_leads(kube: ClusterClient, namespace: str) -> None:
     first, second = elector(kube, namespace, "one"), elector(kube, namespace, "two")
     tasks = [asyncio.ensure_future(candidate.run()) for candidate in (first, second)]
     try:
@@ -36,7 +35,7 @@ async def test_of_two_candidates_only_one_leads(kube: KubeClient, namespace: str
 
 
 async def test_a_released_lease_is_taken_over_well_within_the_lease_duration(
-    kube: KubeClient, namespace: str
+    kube: ClusterClient, namespace: str
 ) -> None:
     first = elector(kube, namespace, "one")
     first_task = asyncio.ensure_future(first.run())
@@ -57,7 +56,9 @@ async def test_a_released_lease_is_taken_over_well_within_the_lease_duration(
 
 
 @pytest.mark.slow
-async def test_a_killed_leader_is_replaced_after_the_lease_expires(kube: KubeClient, namespace: str) -> None:
+async def test_a_killed_leader_is_replaced_after_the_lease_expires(
+    kube: ClusterClient, namespace: str
+) -> None:
     first = elector(kube, namespace, "one")
     first_task = asyncio.ensure_future(first.run())
     await eventually(lambda: first.is_leader, what="the first election")

@@ -11,11 +11,11 @@ from lightkube.core.resource import Resource
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.models.meta_v1 import ObjectMeta, OwnerReference
 from lightkube.resources.core_v1 import ConfigMap
-from runtime_cluster_support import eventually, kube_client_fixture, stop  # noqa: F401  (fixture "kube")
+from runtime_cluster_support import ClusterClient, eventually, kube_client_fixture, stop  # noqa: F401  (fixture "kube")
 
 from kubetrain.envtest.crds import install_crds
 from kubetrain.envtest.kubeapi import KubeApi
-from kubetrain.kube.runtime.client import ApiListWatch, KubeClient
+from kubetrain.kube.runtime.client import ApiListWatch
 from kubetrain.kube.runtime.informer import Informer, wait_for_sync
 from kubetrain.kube.runtime.reflector import Reflector, ReflectorSettings, WatchEvent
 from kubetrain.kube.runtime.store import ObjectChange, Store
@@ -42,7 +42,7 @@ def changes_of(changes: list[ObjectChange]) -> list[tuple[str, str]]:
 
 
 async def test_the_reflector_sees_objects_created_updated_and_deleted(
-    kube: KubeClient, namespace: str
+    kube: ClusterClient, namespace: str
 ) -> None:
     store = Store()
     reflector = Reflector(ApiListWatch(kube.http, ConfigMap, namespace=namespace), store, name="configmaps")
@@ -70,7 +70,7 @@ async def test_the_reflector_sees_objects_created_updated_and_deleted(
 
 
 async def test_a_label_selector_keeps_other_objects_out_of_the_cache(
-    kube: KubeClient, namespace: str
+    kube: ClusterClient, namespace: str
 ) -> None:
     store = Store()
     source = ApiListWatch(kube.http, ConfigMap, namespace=namespace, label_selector="kubetrain.test/watched")
@@ -88,7 +88,7 @@ async def test_a_label_selector_keeps_other_objects_out_of_the_cache(
         await stop(task)
 
 
-async def test_the_first_list_is_read_in_pages(kube: KubeClient, namespace: str) -> None:
+async def test_the_first_list_is_read_in_pages(kube: ClusterClient, namespace: str) -> None:
     for index in range(7):
         await kube.api.create(config_map(f"cm-{index}", namespace, SELECTED))
     store = Store()
@@ -145,7 +145,7 @@ class StartsTooOld(ApiListWatch):
 
 
 async def test_a_watch_from_an_expired_version_makes_the_reflector_re_list(
-    kube: KubeClient, namespace: str, probe_kind: type[Resource]
+    kube: ClusterClient, namespace: str, probe_kind: type[Resource]
 ) -> None:
     store = Store()
     reflector = Reflector(StartsTooOld(kube.http, probe_kind, namespace=namespace), store, name="probes")
@@ -160,7 +160,7 @@ async def test_a_watch_from_an_expired_version_makes_the_reflector_re_list(
 
 
 async def test_a_silent_watch_is_re_listed_after_the_inactivity_timeout(
-    kube: KubeClient, namespace: str
+    kube: ClusterClient, namespace: str
 ) -> None:
     settings = ReflectorSettings(inactivity_timeout=1.0)
     source = ApiListWatch(kube.http, ConfigMap, namespace=namespace, label_selector="kubetrain.test/none")
@@ -174,7 +174,7 @@ async def test_a_silent_watch_is_re_listed_after_the_inactivity_timeout(
 
 
 async def test_an_informer_indexes_children_by_their_controller_owner(
-    kube: KubeClient, namespace: str
+    kube: ClusterClient, namespace: str
 ) -> None:
     owner = await kube.api.create(config_map("owner", namespace))
     assert owner.metadata is not None and owner.metadata.uid is not None

@@ -1,26 +1,34 @@
-"""Connecting to the API server: lightkube's AsyncClient for typed calls, plus a raw client for wire JSON.
+"""Connecting to the API server, reading its errors, and listing and watching one kind as wire JSON.
 
-Both share one transport, so they share one connection pool, one client-side rate limit (``--kube-api-qps`` /
-``--kube-api-burst``, a token bucket like client-go's) and one request counter (for metrics and benchmarks).
-The raw client serves the reflector and the lease lock: they need watch bookmarks, 410 handling and exact
-control of the JSON, which lightkube's watch does not give (ecosystem.md §1.2).
+lightkube reads the kubeconfig (or the in-cluster service account) and supplies TLS and credentials; the
+requests themselves go through ``ApiSession`` (``http.py``), with one client-side rate limit
+(``--kube-api-qps`` / ``--kube-api-burst``, a token bucket like client-go's) and one request counter (for
+metrics and benchmarks). Wire JSON rather than typed objects: the reflector and the lease lock need watch
+bookmarks, 410 handling and exact control of the JSON, which lightkube's watch does not give
+(ecosystem.md §1.2).
 """
 
 from __future__ import annotations
 
-import collections
 import json
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx2
-from lightkube import AsyncClient, KubeConfig
+from lightkube import KubeConfig
 from lightkube.config.client_adapter import user_auth, verify_cluster
 from lightkube.core.resource import Resource, api_info
 
-from kubetrain.kube.runtime.clock import Clock, LoopClock
+from kubetrain.kube.runtime.http import (
+    ApiSession,
+    Credentials,
+    HttpApi,
+    HttpResponse,
+    RequestCounter,
+    StreamResponse,
+    TokenBucket,
+)
 from kubetrain.kube.runtime.reflector import ListPage, ResourceExpiredError, WatchEvent
 
 DEFAULT_QPS = 20.0
@@ -37,7 +45,7 @@ class ApiStatusError(Exception):
         self.reason = reason
 
 
-def raise_for_status(response: httpx2.Response, body: bytes) -> None:
+def raise_for_status(response: HttpResponse | StreamResponse, body: bytes) -> None:
     """Turn an error response into ResourceExpiredError (410) or ApiStatusError, with the server's message."""
     if response.status_code < 400:
         return
@@ -51,73 +59,14 @@ def raise_for_status(response: httpx2.Response, body: bytes) -> None:
     raise ApiStatusError(response.status_code, str(status.get("reason") or response.reason_phrase), message)
 
 
-class TokenBucket:
-    """Allows ``burst`` requests at once and ``qps`` per second after that; qps <= 0 means unlimited."""
-
-    def __init__(self, qps: float, burst: int, *, clock: Clock | None = None) -> None:
-        if qps > 0 and burst < 1:
-            raise ValueError("--kube-api-burst must be at least 1 when --kube-api-qps is set")
-        self._qps = qps
-        self._burst = float(max(burst, 1))
-        self._clock = clock or LoopClock()
-        self._tokens = self._burst
-        self._updated = self._clock.monotonic()
-
-    async def acquire(self) -> None:
-        if self._qps <= 0:
-            return
-        now = self._clock.monotonic()
-        self._tokens = min(self._burst, self._tokens + (now - self._updated) * self._qps)
-        self._updated = now
-        # Take the token now (possibly going negative) so concurrent callers queue up in order.
-        self._tokens -= 1
-        if self._tokens < 0:
-            await self._clock.sleep(-self._tokens / self._qps)
-
-
-@dataclass
-class RequestCounter:
-    """API requests sent, by HTTP method (a watch counts once, when it is opened)."""
-
-    by_method: collections.Counter[str] = field(default_factory=collections.Counter)
-
-    @property
-    def total(self) -> int:
-        return sum(self.by_method.values())
-
-
-class ThrottledTransport(httpx2.AsyncBaseTransport):
-    def __init__(
-        self, inner: httpx2.AsyncBaseTransport, bucket: TokenBucket, counter: RequestCounter
-    ) -> None:
-        self._inner = inner
-        self._bucket = bucket
-        self._counter = counter
-        self._closed = False
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        await self._bucket.acquire()
-        self._counter.by_method[request.method] += 1
-        return await self._inner.handle_async_request(request)
-
-    async def aclose(self) -> None:
-        # Both clients close the shared transport; the pool must be closed once.
-        if not self._closed:
-            self._closed = True
-            await self._inner.aclose()
-
-
 @dataclass
 class KubeClient:
-    api: AsyncClient
-    """lightkube, for typed create/patch/delete."""
-    http: httpx2.AsyncClient
-    """Raw requests (base URL and credentials set), for wire JSON."""
+    http: ApiSession
+    """Requests by path with wire JSON, rate-limited and counted."""
     requests: RequestCounter
     default_namespace: str
 
     async def aclose(self) -> None:
-        await self.api.close()
         await self.http.aclose()
 
 
@@ -136,15 +85,16 @@ def connect(
     if config is None:
         raise ValueError(f"kubeconfig {kubeconfig}: no context {context!r} (or no current-context)")
     assert config.user is not None
-    tls = verify_cluster(config.cluster, config.user, config.abs_file)
     counter = RequestCounter()
-    transport = ThrottledTransport(httpx2.AsyncHTTPTransport(verify=tls), TokenBucket(qps, burst), counter)
-    limits = httpx2.Timeout(timeout)
-    api = AsyncClient(config, timeout=limits, transport=transport)
-    http = httpx2.AsyncClient(
-        base_url=config.cluster.server, auth=user_auth(config.user), timeout=limits, transport=transport
+    http = ApiSession(
+        config.cluster.server,
+        tls=verify_cluster(config.cluster, config.user, config.abs_file),
+        credentials=Credentials(user_auth(config.user), config.cluster.server),
+        bucket=TokenBucket(qps, burst),
+        counter=counter,
+        timeout=timeout,
     )
-    return KubeClient(api=api, http=http, requests=counter, default_namespace=config.namespace)
+    return KubeClient(http=http, requests=counter, default_namespace=config.namespace)
 
 
 def collection_path(resource: type[Resource], namespace: str | None = None) -> str:
@@ -160,7 +110,7 @@ class ApiListWatch:
 
     def __init__(
         self,
-        http: httpx2.AsyncClient,
+        http: HttpApi,
         resource: type[Resource],
         *,
         namespace: str | None = None,
@@ -203,8 +153,7 @@ class ApiListWatch:
         }
         # No read timeout: the server ends the stream at timeoutSeconds, and the reflector's inactivity
         # watchdog catches a stream that silently died.
-        timeout = httpx2.Timeout(REQUEST_TIMEOUT_SECONDS, read=None)
-        async with self._http.stream("GET", self.path, params=params, timeout=timeout) as response:
+        async with self._http.stream("GET", self.path, params=params, timeout=None) as response:
             if response.status_code >= 400:
                 raise_for_status(response, await response.aread())
             async for line in response.aiter_lines():

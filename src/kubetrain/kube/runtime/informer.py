@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Sequence
 
-import httpx2
 from lightkube.core.resource import Resource, api_info
 
 from kubetrain.kube.runtime.client import ApiListWatch
+from kubetrain.kube.runtime.http import HttpApi
 from kubetrain.kube.runtime.reflector import ChangeHandler, Reflector, ReflectorSettings
 from kubetrain.kube.runtime.store import Store
 
@@ -19,7 +19,7 @@ class Informer:
 
     def __init__(
         self,
-        http: httpx2.AsyncClient,
+        http: HttpApi,
         resource: type[Resource],
         *,
         namespace: str | None = None,

@@ -22,10 +22,9 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-import httpx2
-
 from kubetrain.kube.runtime.client import raise_for_status
 from kubetrain.kube.runtime.clock import Clock, LoopClock, within
+from kubetrain.kube.runtime.http import HttpApi, HttpResponse
 
 log = logging.getLogger(__name__)
 
@@ -245,7 +244,7 @@ def parse_micro_time(text: str | None) -> datetime | None:
 class ApiLeaseLock:
     """A Lease read and written through the API server as raw JSON."""
 
-    def __init__(self, http: httpx2.AsyncClient, namespace: str, name: str) -> None:
+    def __init__(self, http: HttpApi, namespace: str, name: str) -> None:
         self._http = http
         self.namespace = namespace
         self.name = name
@@ -266,7 +265,7 @@ class ApiLeaseLock:
         response = await self._http.put(f"{self._collection}/{self.name}", json=self._to_wire(record))
         return await self._written(response)
 
-    async def _written(self, response: httpx2.Response) -> LeaseRecord:
+    async def _written(self, response: HttpResponse) -> LeaseRecord:
         if response.status_code == 409:
             raise LeaseConflictError(f"lease {self.namespace}/{self.name} changed meanwhile")
         raise_for_status(response, response.content)

@@ -1,4 +1,4 @@
-"""The raw list/watch client, the request rate limit and the request counter (against a mock transport)."""
+"""The list/watch source and the request rate limit (against a mock transport)."""
 
 from __future__ import annotations
 
@@ -11,14 +11,8 @@ import pytest
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.core_v1 import Pod
 
-from kubetrain.kube.runtime.client import (
-    ApiListWatch,
-    ApiStatusError,
-    RequestCounter,
-    ThrottledTransport,
-    TokenBucket,
-    collection_path,
-)
+from kubetrain.kube.runtime.client import ApiListWatch, ApiStatusError, collection_path
+from kubetrain.kube.runtime.http import TokenBucket
 from kubetrain.kube.runtime.reflector import ResourceExpiredError
 
 from .fakes import FakeClock, settle
@@ -136,15 +130,3 @@ async def test_a_zero_qps_bucket_never_waits() -> None:
 def test_a_rate_limit_needs_a_burst_of_at_least_one() -> None:
     with pytest.raises(ValueError, match="kube-api-burst"):
         TokenBucket(qps=5, burst=0)
-
-
-async def test_every_request_is_counted_by_method() -> None:
-    counter = RequestCounter()
-    inner = httpx2.MockTransport(lambda _: httpx2.Response(200, json={}))
-    transport = ThrottledTransport(inner, TokenBucket(qps=0, burst=0), counter)
-    client = httpx2.AsyncClient(base_url="https://cluster.test", transport=transport)
-    await client.get("/api/v1/pods")
-    await client.get("/api/v1/pods")
-    await client.post("/api/v1/namespaces/ns/pods", json={})
-    assert dict(counter.by_method) == {"GET": 2, "POST": 1}
-    assert counter.total == 3

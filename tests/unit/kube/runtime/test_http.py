@@ -1,0 +1,162 @@
+"""ApiSession, the operator's HTTP client, against a real aiohttp server on loopback."""
+
+from __future__ import annotations
+
+import json
+import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx2
+import pytest_asyncio
+from aiohttp import web
+from lightkube.config.client_adapter import BearerAuth, BearerTokenFileAuth
+
+from kubetrain.kube.runtime.http import ApiSession, Credentials, RequestCounter, TokenBucket
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@dataclass
+class Server:
+    url: str = ""
+    seen: list[tuple[str, str, dict[str, str], bytes]] = field(default_factory=list)
+    """(method, path with query, headers, body) of every request."""
+    answer: Handler | None = None
+
+    def session(self, auth: httpx2.Auth | None = None, counter: RequestCounter | None = None) -> ApiSession:
+        return ApiSession(
+            self.url,
+            tls=ssl.create_default_context(),
+            credentials=Credentials(auth, self.url),
+            bucket=TokenBucket(qps=0, burst=0),
+            counter=counter or RequestCounter(),
+            timeout=5,
+        )
+
+
+@pytest_asyncio.fixture(name="server")
+async def server_fixture() -> AsyncIterator[Server]:
+    server = Server()
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        server.seen.append((request.method, request.path_qs, dict(request.headers), await request.read()))
+        if server.answer is not None:
+            return await server.answer(request)
+        return web.json_response({"kind": "Status", "code": 200})
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    server.url = f"http://127.0.0.1:{port}"
+    try:
+        yield server
+    finally:
+        await runner.cleanup()
+
+
+async def test_a_json_body_is_sent_as_json_to_the_path_under_the_server(server: Server) -> None:
+    session = server.session()
+    response = await session.post("/api/v1/namespaces/a/pods", json={"kind": "Pod"})
+    await session.aclose()
+    method, path, headers, body = server.seen[0]
+    assert (method, path, headers["Content-Type"], json.loads(body)) == (
+        "POST",
+        "/api/v1/namespaces/a/pods",
+        "application/json",
+        {"kind": "Pod"},
+    )
+    assert (response.status_code, response.json()) == (200, {"kind": "Status", "code": 200})
+
+
+async def test_query_parameters_are_encoded(server: Server) -> None:
+    session = server.session()
+    await session.get("/api/v1/pods", params={"labelSelector": "a=b,c", "limit": 5})
+    await session.aclose()
+    assert server.seen[0][1] == "/api/v1/pods?labelSelector=a%3Db,c&limit=5"
+
+
+async def test_a_patch_sends_the_given_bytes_and_content_type(server: Server) -> None:
+    session = server.session()
+    merge = {"Content-Type": "application/merge-patch+json"}
+    await session.patch("/api/v1/namespaces/a/pods/p/status", content='{"status":{}}', headers=merge)
+    await session.aclose()
+    _, _, headers, body = server.seen[0]
+    assert (headers["Content-Type"], body) == ("application/merge-patch+json", b'{"status":{}}')
+
+
+async def test_every_request_carries_the_users_bearer_token(server: Server) -> None:
+    session = server.session(auth=BearerAuth("s3cret"))
+    await session.get("/api")
+    await session.delete("/api/v1/namespaces/a/pods/p")
+    await session.aclose()
+    assert [headers["Authorization"] for _, _, headers, _ in server.seen] == ["Bearer s3cret"] * 2
+
+
+async def test_a_401_rereads_a_rotated_token_file_and_retries_once(server: Server, tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("old")
+
+    async def answer(request: web.Request) -> web.StreamResponse:
+        if request.headers["Authorization"] == "Bearer old":
+            token_file.write_text("new")  # the kubelet rotated it meanwhile
+            return web.json_response({"reason": "Unauthorized"}, status=401)
+        return web.json_response({})
+
+    server.answer = answer
+    counter = RequestCounter()
+    session = server.session(auth=BearerTokenFileAuth(str(token_file)), counter=counter)
+    response = await session.get("/api")
+    await session.aclose()
+    assert response.status_code == 200
+    assert [headers["Authorization"] for _, _, headers, _ in server.seen] == ["Bearer old", "Bearer new"]
+    assert counter.total == 1
+
+
+async def test_a_401_with_unchanged_credentials_is_answered_as_it_is(server: Server) -> None:
+    async def answer(_: web.Request) -> web.StreamResponse:
+        return web.json_response({"reason": "Unauthorized", "message": "no"}, status=401)
+
+    server.answer = answer
+    session = server.session(auth=BearerAuth("wrong"))
+    response = await session.get("/api")
+    await session.aclose()
+    assert (response.status_code, response.reason_phrase, len(server.seen)) == (401, "Unauthorized", 1)
+
+
+async def test_every_request_is_counted_by_method(server: Server) -> None:
+    counter = RequestCounter()
+    session = server.session(counter=counter)
+    await session.get("/api/v1/pods")
+    await session.get("/api/v1/pods")
+    await session.post("/api/v1/namespaces/ns/pods", json={})
+    async with session.stream("GET", "/api/v1/pods", params={"watch": "true"}) as streamed:
+        await streamed.aread()
+    await session.aclose()
+    assert dict(counter.by_method) == {"GET": 3, "POST": 1}
+
+
+async def test_a_stream_yields_whole_lines_however_the_bytes_arrive(server: Server) -> None:
+    long_line = json.dumps({"type": "ADDED", "object": {"data": "x" * 300_000}})
+
+    async def answer(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse()
+        await response.prepare(request)
+        payload = f'{{"type":"BOOKMARK"}}\n{long_line}\n{{"type":"DELETED"}}'.encode()
+        for start in range(0, len(payload), 7_000):  # lines cut across chunks
+            await response.write(payload[start : start + 7_000])
+        await response.write_eof()
+        return response
+
+    server.answer = answer
+    session = server.session()
+    async with session.stream("GET", "/api/v1/pods", timeout=None) as streamed:
+        lines = [line async for line in streamed.aiter_lines()]
+    await session.aclose()
+    assert [json.loads(line)["type"] for line in lines] == ["BOOKMARK", "ADDED", "DELETED"]
+    assert lines[1] == long_line
