@@ -230,6 +230,31 @@ async def plain_reaction(client: KubeClient, namespace: str, jobs: int) -> list[
             task.cancel()
 
 
+async def delete_namespace(client: KubeClient, namespace: str, timeout: float = 300) -> None:
+    """Delete a namespace and wait until it is gone, so the next run does not share two cores with the
+    controller-manager still deleting thousands of this run's objects.
+
+    No kubelet finishes graceful deletions here: bound pods would stay Terminating, keep their node's pod
+    slots and hold the namespace, so they are deleted with no grace period first (in rounds: one call may
+    time out on thousands of pods)."""
+    pods = f"/api/v1/namespaces/{namespace}/pods"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+            await client.http.request("DELETE", pods, json={"gracePeriodSeconds": 0})
+            if await count(client, pods) == 0:
+                break
+    else:
+        print(f"warning: pods of {namespace} not deleted after {timeout:.0f}s", file=sys.stderr)
+        return
+    await client.http.delete(f"/api/v1/namespaces/{namespace}")
+    while (await client.http.get(f"/api/v1/namespaces/{namespace}")).status_code != 404:
+        if time.monotonic() > deadline:
+            print(f"warning: namespace {namespace} still there after {timeout:.0f}s", file=sys.stderr)
+            return
+        await asyncio.sleep(1.0)
+
+
 async def wait_until(predicate: Any, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -357,11 +382,7 @@ async def measure(
         operator.terminate()
         operator.wait(30)
         for namespace in (plain_ns, operator_ns):
-            # No kubelet finishes graceful deletions here: bound pods would stay Terminating, keep their
-            # node's pod slots, and leave the shared envtest unable to schedule anything.
-            pods = f"/api/v1/namespaces/{namespace}/pods"
-            await client.http.request("DELETE", pods, json={"gracePeriodSeconds": 0})
-            await client.http.delete(f"/api/v1/namespaces/{namespace}")
+            await delete_namespace(client, namespace)
         await client.aclose()
 
     def delta(key: str) -> float:
