@@ -287,6 +287,8 @@ def scrape(port: int) -> dict[str, float]:
         )
         if match:
             values[match.group(2) or "events"] = float(match.group(3))
+        elif line.startswith("kubetrain_events_queued "):
+            values["events_queued"] = float(line.split()[-1])
         elif line.startswith("kubetrain_work_queue_depth{"):
             values["queue"] = values.get("queue", 0.0) + float(line.split()[-1])
     return values
@@ -294,7 +296,7 @@ def scrape(port: int) -> dict[str, float]:
 
 async def wait_settled(port: int, before: dict[str, float], jobs: int) -> None:
     """Until the operator has written a status for every job and two scrapes 0.2 s apart find its work
-    queue empty."""
+    queue and its event queue empty."""
     quiet = 0
     deadline = time.monotonic() + 300
     while quiet < 2:
@@ -302,7 +304,8 @@ async def wait_settled(port: int, before: dict[str, float], jobs: int) -> None:
             raise TimeoutError("the operator did not settle within 300 s")
         await asyncio.sleep(0.2)
         now = scrape(port)
-        settled = now.get("PUT", 0.0) - before.get("PUT", 0.0) >= jobs and now.get("queue", 1.0) == 0
+        idle = now.get("queue", 1.0) == 0 and now.get("events_queued", 1.0) == 0
+        settled = idle and now.get("PUT", 0.0) - before.get("PUT", 0.0) >= jobs
         quiet = quiet + 1 if settled else 0
 
 

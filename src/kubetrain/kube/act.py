@@ -161,6 +161,8 @@ class Actor:
         self._settings = settings
         self._addressing = addressing or ClusterAddressing()
         self._in_flight = asyncio.Semaphore(MAX_IN_FLIGHT)
+        self.writes_pending = 0
+        """Calls started and not finished (waiting for a slot or in flight)."""
         self._companions_made: set[str] = set()
         """Job UIDs whose companions exist (they are never changed, so made once per job)."""
 
@@ -484,6 +486,7 @@ class Actor:
 
     async def _guard(self, outcome: Outcome, what: str, call: Awaitable[None]) -> None:
         """Run one call; remember its failure instead of abandoning the calls beside it."""
+        self.writes_pending += 1
         try:
             async with self._in_flight:
                 await call
@@ -492,3 +495,5 @@ class Actor:
         except Exception as error:
             self._metrics.api_errors.labels(verb="transport", code="0").inc()
             outcome.errors.append(f"{what}: {type(error).__name__}: {error}")
+        finally:
+            self.writes_pending -= 1

@@ -1,8 +1,9 @@
 """Kubernetes Events about jobs, sent in the background like client-go's recorder.
 
 A reconcile never waits for its events: they are queued and a few sender tasks post them, stamped with
-the time they were recorded. Senders hold back while the controllers have work waiting, so a burst of
-events never delays the status writes users wait on. An event that cannot be posted is logged and
+the time they were recorded. Senders hold back while the controllers are busy, so a burst of events never
+delays the pods and status writes users wait on, but no event waits longer than ``MAX_HOLD_SECONDS``:
+a controller that is never idle does not starve them. An event that cannot be posted is logged and
 dropped (events are best-effort on every Kubernetes controller).
 """
 
@@ -24,6 +25,7 @@ log = logging.getLogger(__name__)
 SENDERS = 4
 MAX_QUEUED = 10_000
 BUSY_POLL_SECONDS = 0.05
+MAX_HOLD_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,7 @@ class EventRecorder:
         self._busy = busy
         self._queue: asyncio.Queue[EventRecord] = asyncio.Queue(MAX_QUEUED)
         self._senders: list[asyncio.Task[None]] = []
+        self._sending = 0
         self.sent = 0
 
     def record(self, record: EventRecord) -> None:
@@ -79,6 +82,11 @@ class EventRecorder:
             self._queue.put_nowait(record)
         except asyncio.QueueFull:
             log.warning("event queue full, dropping event %s: %s", record.reason, record.message)
+
+    @property
+    def queued(self) -> int:
+        """Recorded and not yet posted (or dropped)."""
+        return self._queue.qsize() + self._sending
 
     def start(self) -> None:
         self._senders = [asyncio.create_task(self._send_forever()) for _ in range(SENDERS)]
@@ -98,7 +106,8 @@ class EventRecorder:
     async def _send_forever(self) -> None:
         while True:
             record = await self._queue.get()
-            while self._busy():
+            self._sending += 1
+            while self._busy() and (datetime.now(UTC) - record.at).total_seconds() < MAX_HOLD_SECONDS:
                 await asyncio.sleep(BUSY_POLL_SECONDS)
             try:
                 manifest = event_manifest(record)
@@ -109,4 +118,5 @@ class EventRecorder:
             except Exception as error:
                 log.warning("could not post event %s: %s", record.reason, error)
             finally:
+                self._sending -= 1
                 self._queue.task_done()

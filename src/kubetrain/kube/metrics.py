@@ -59,4 +59,7 @@ class OperatorMetrics:
         self.events_posted = Gauge(
             "kubetrain_events_posted", "Kubernetes Events posted since start", registry=r
         )
+        self.events_queued = Gauge(
+            "kubetrain_events_queued", "Kubernetes Events recorded and not yet posted", registry=r
+        )
         self.is_leader = Gauge("kubetrain_leader", "1 while this process holds the leader Lease", registry=r)

@@ -87,13 +87,16 @@ class Operator:
         self.settings = settings
         self.metrics = OperatorMetrics()
         self.expectations = Expectations()
-        self.events = EventRecorder(client.http, busy=self._work_waiting)
+        self.events = EventRecorder(client.http, busy=self._busy)
+        self.actor: Actor | None = None
         self.informers: list[Informer] = []
         self.controllers: list[JobController] = []
 
-    def _work_waiting(self) -> bool:
-        """Some job key is ready for a worker: events wait (they are best-effort, reconciles are not)."""
-        return any(len(controller.queue) for controller in self.controllers)
+    def _busy(self) -> bool:
+        """A job key is ready for a worker or a reconcile's calls are under way: events wait (they are
+        best-effort, reconciles are not)."""
+        pending = self.actor is not None and self.actor.writes_pending > 0
+        return pending or any(len(controller.queue) for controller in self.controllers)
 
     # --- wiring ---------------------------------------------------------------------------------
 
@@ -136,7 +139,7 @@ class Operator:
             batch_jobs.store if batch_jobs else None,
         )
         addressing = ClusterAddressing(cluster_domain=settings.cluster_domain)
-        actor = Actor(
+        actor = self.actor = Actor(
             self.client.http, self.expectations, self.events, self.metrics, settings.render, addressing
         )
         traits = Traits(colocated=False, gang_scheduler=settings.render.gang_scheduler, batch_jobs=True)
@@ -182,6 +185,7 @@ class Operator:
 
     def _refresh_gauges(self) -> None:
         self.metrics.events_posted.set(self.events.sent)
+        self.metrics.events_queued.set(self.events.queued)
         for method, count in self.client.requests.by_method.items():
             self.metrics.api_requests.labels(method=method).set(count)
         for informer in self.informers:
