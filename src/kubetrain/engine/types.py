@@ -48,6 +48,10 @@ class ObservedReplica:
     retried_failures: int = 0
     """Failed attempts its controller already replaced (a batch Job's ``status.failed`` before it gave
     up); counted in the replica type's ``failed`` as mpi-operator reports them."""
+    warnings: tuple[tuple[str, str], ...] = ()
+    """``(reason, detail)`` for each abnormal sign the kubelet reports of the pod (a container that
+    exited non-zero, one waiting with a message, a latest condition not True); the detail names the
+    container, not the pod. Empty where the substrate has no such reports (local)."""
 
 
 @dataclass(frozen=True)

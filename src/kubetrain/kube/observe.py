@@ -7,7 +7,7 @@ Pure functions of the cached wire JSON. Only children whose controller ownerRefe
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from kubetrain.api.jobs import TrainingJob
@@ -17,6 +17,7 @@ from kubetrain.frameworks.base import Framework
 KubeObject = Mapping[str, Any]
 
 _PHASES = {phase.value: phase for phase in Phase}
+_NEVER = datetime.min.replace(tzinfo=UTC)
 
 
 def parse_time(text: str | None) -> datetime | None:
@@ -72,6 +73,53 @@ def _main_container(pod: KubeObject, framework: Framework[Any]) -> str:
     return names[0]
 
 
+def _container_warnings(statuses: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    warnings: list[tuple[str, str]] = []
+    for status in statuses:
+        name = status.get("name")
+        state = status.get("state") or {}
+        terminated = state.get("terminated") or {}
+        code = int(terminated.get("exitCode") or 0)
+        if code != 0:
+            message = terminated.get("message") or ""
+            warnings.append(
+                (
+                    str(terminated.get("reason") or "Error"),
+                    f"container {name} exitCode: {code} terminated message: {message}",
+                )
+            )
+        waiting = state.get("waiting") or {}
+        if waiting.get("message"):
+            warnings.append(
+                (
+                    str(waiting.get("reason") or "Waiting"),
+                    f"container {name} waiting message: {waiting['message']}",
+                )
+            )
+    return warnings
+
+
+def pod_warnings(pod: KubeObject) -> tuple[tuple[str, str], ...]:
+    """The abnormal signs of a pod, as upstream's ``RecordAbnormalPods`` reads them.
+
+    Container statuses when the pod has any, else init container statuses (a pod with the former is
+    past its init containers), else its latest condition when that is not True (unschedulable).
+    """
+    status = pod.get("status") or {}
+    for key in ("containerStatuses", "initContainerStatuses"):
+        statuses = status.get(key) or []
+        if statuses:
+            return tuple(_container_warnings(statuses))
+    conditions = status.get("conditions") or []
+    if not conditions:
+        return ()
+    latest = max(conditions, key=lambda c: parse_time(c.get("lastTransitionTime")) or _NEVER)
+    if latest.get("status") == "True":
+        return ()
+    reason = str(latest.get("reason") or latest.get("type") or "Unknown")
+    return ((reason, f"condition message: {latest.get('message') or ''}"),)
+
+
 def observe_pod(pod: KubeObject, job: TrainingJob, framework: Framework[Any]) -> ObservedReplica | None:
     identity = replica_identity(pod, job, framework)
     if identity is None:
@@ -92,6 +140,7 @@ def observe_pod(pod: KubeObject, job: TrainingJob, framework: Framework[Any]) ->
         deletion_timestamp=deletion,
         ready=_is_ready(pod),
         reason=status.get("reason"),
+        warnings=pod_warnings(pod),
     )
 
 

@@ -112,3 +112,78 @@ def test_with_gang_scheduling_the_volcano_phase_is_observed() -> None:
     existing = {"metadata": {"name": "j"}, "status": {"phase": "Running"}}
     group = observe(PYTORCH, FRAMEWORK, [], [], existing, gang_scheduling=True).pod_group
     assert group is not None and group.exists and group.phase == "Running"
+
+
+def test_a_container_terminated_with_a_non_zero_code_is_a_warning_with_its_reason() -> None:
+    status = {"name": "pytorch", "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}}
+    replica = observe_pod(pod(statuses=[status]), PYTORCH, FRAMEWORK)
+    assert replica is not None
+    assert replica.warnings == (("OOMKilled", "container pytorch exitCode: 137 terminated message: "),)
+
+
+def test_a_container_terminated_with_code_zero_is_no_warning() -> None:
+    replica = observe_pod(pod(statuses=[terminated("sidecar", 0)]), PYTORCH, FRAMEWORK)
+    assert replica is not None
+    assert replica.warnings == ()
+
+
+def test_a_container_waiting_with_a_message_is_a_warning_with_the_waiting_reason() -> None:
+    waiting = {"reason": "CrashLoopBackOff", "message": "back-off 10s restarting failed container"}
+    replica = observe_pod(
+        pod(statuses=[{"name": "pytorch", "state": {"waiting": waiting}}]), PYTORCH, FRAMEWORK
+    )
+    assert replica is not None
+    assert replica.warnings == (
+        ("CrashLoopBackOff", "container pytorch waiting message: back-off 10s restarting failed container"),
+    )
+
+
+def test_a_container_waiting_without_a_message_is_no_warning() -> None:
+    status = {"name": "pytorch", "state": {"waiting": {"reason": "ContainerCreating"}}}
+    replica = observe_pod(pod(statuses=[status]), PYTORCH, FRAMEWORK)
+    assert replica is not None
+    assert replica.warnings == ()
+
+
+def test_init_containers_are_read_only_while_no_container_has_a_status() -> None:
+    waiting = {
+        "name": "init-pytorch",
+        "state": {"waiting": {"reason": "ErrImagePull", "message": "no image"}},
+    }
+    unstarted = pod(phase="Pending")
+    unstarted["status"]["initContainerStatuses"] = [waiting]
+    started = pod(statuses=[{"name": "pytorch", "state": {"running": {}}}])
+    started["status"]["initContainerStatuses"] = [waiting]
+    observed = [observe_pod(p, PYTORCH, FRAMEWORK) for p in (unstarted, started)]
+    assert [r.warnings for r in observed if r is not None] == [
+        (("ErrImagePull", "container init-pytorch waiting message: no image"),),
+        (),
+    ]
+
+
+def condition(type_: str, status: str, at: str, reason: str = "", message: str = "") -> dict[str, Any]:
+    return {"type": type_, "status": status, "lastTransitionTime": at, "reason": reason, "message": message}
+
+
+def test_a_pod_whose_latest_condition_is_not_true_is_a_warning_with_the_conditions_reason() -> None:
+    unschedulable = pod(phase="Pending")
+    unschedulable["status"]["conditions"] = [
+        condition(
+            "PodScheduled", "False", "2026-03-01T12:00:05Z", "Unschedulable", "0/3 nodes are available"
+        ),
+        condition("Initialized", "True", "2026-03-01T12:00:00Z"),
+    ]
+    replica = observe_pod(unschedulable, PYTORCH, FRAMEWORK)
+    assert replica is not None
+    assert replica.warnings == (("Unschedulable", "condition message: 0/3 nodes are available"),)
+
+
+def test_a_pod_whose_latest_condition_is_true_is_no_warning() -> None:
+    scheduled = pod(phase="Pending")
+    scheduled["status"]["conditions"] = [
+        condition("PodScheduled", "False", "2026-03-01T12:00:00Z", "Unschedulable"),
+        condition("PodScheduled", "True", "2026-03-01T12:00:09Z"),
+    ]
+    replica = observe_pod(scheduled, PYTORCH, FRAMEWORK)
+    assert replica is not None
+    assert replica.warnings == ()
