@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Mapping
+import time
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,6 +64,9 @@ MAX_IN_FLIGHT = 32
 """Concurrent writes across all workers. Against envtest on two cores (``bench/operator_throughput.py``),
 32 created a 500-job burst at 82 to 93 % of a plain client's rate where 16 reached 54 to 78 %; 64 was
 faster again but took peak RSS to 147 MB, near the 150 MB target."""
+
+COMPANION_RECHECK_PERIOD = 300.0
+"""Seconds between re-posts of a job's companions (upstream's default resync period)."""
 
 
 def job_path(framework: Framework[Any], namespace: str, name: str) -> str:
@@ -153,6 +157,8 @@ class Actor:
         metrics: OperatorMetrics,
         settings: RenderSettings,
         addressing: ClusterAddressing | None = None,
+        companion_recheck_period: float = COMPANION_RECHECK_PERIOD,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._http = http
         self._expectations = expectations
@@ -163,8 +169,10 @@ class Actor:
         self._in_flight = asyncio.Semaphore(MAX_IN_FLIGHT)
         self.writes_pending = 0
         """Calls started and not finished (waiting for a slot or in flight)."""
-        self._companions_made: set[str] = set()
-        """Job UIDs whose companions exist (they are never changed, so made once per job)."""
+        self._companion_recheck_period = companion_recheck_period
+        self._clock = clock
+        self._companions_posted: dict[str, float] = {}
+        """Job UID → when its companions were last posted (by ``clock``)."""
 
     async def carry_out(self, target: Target, decision: Decision) -> Outcome:
         outcome = Outcome()
@@ -302,12 +310,23 @@ class Actor:
     # --- companions -----------------------------------------------------------------------------
 
     async def _ensure_companions(self, target: Target) -> None:
-        """Create the framework's companion objects once per job, and keep ``<job>-config`` current."""
+        """Create the framework's companion objects, again once per recheck period, and keep
+        ``<job>-config`` current.
+
+        Upstream's MPI v1 controller re-creates a deleted ServiceAccount/Role/RoleBinding on its next
+        reconcile, reading them from informers. Companions are not watched here (three more informers
+        for objects that are never changed), so instead they are posted again once per recheck period
+        (the resync period when the operator wires it): a POST answered 409 costs what a GET would, and
+        in steady state a job pays it once per period, not once per reconcile. A deleted companion is
+        thus back within one period.
+        """
         uid = str((target.stored.get("metadata") or {}).get("uid", ""))
-        if uid not in self._companions_made:
+        posted = self._companions_posted.get(uid)
+        now = self._clock()
+        if posted is None or now - posted >= self._companion_recheck_period:
             for obj in render_companions(target.job, target.framework):
                 await self._create_companion(obj)
-            self._companions_made.add(uid)
+            self._companions_posted[uid] = now
         hosts = list(target.running_hosts)
         desired = render_config_map(target.job, target.framework, self._addressing, hosts)
         if desired is None:

@@ -140,7 +140,13 @@ class Operator:
         )
         addressing = ClusterAddressing(cluster_domain=settings.cluster_domain)
         actor = self.actor = Actor(
-            self.client.http, self.expectations, self.events, self.metrics, settings.render, addressing
+            self.client.http,
+            self.expectations,
+            self.events,
+            self.metrics,
+            settings.render,
+            addressing,
+            companion_recheck_period=settings.resync_period,
         )
         traits = Traits(colocated=False, gang_scheduler=settings.render.gang_scheduler, batch_jobs=True)
 

@@ -83,3 +83,35 @@ def test_mpijob_v1_gets_its_launcher_rbac_config_map_and_pods_and_follows_the_la
         wait_condition(api, "MPIJob", "default", "j", "Running")
         set_phase(api, "j-launcher", "Succeeded")
         wait_condition(api, "MPIJob", "default", "j", "Succeeded")
+
+
+def test_a_deleted_launcher_role_binding_is_made_again_within_a_resync_period(
+    mpi_v1_cluster: Path, start_operator: StartOperator
+) -> None:
+    start_operator(
+        "--kubeconfig",
+        str(mpi_v1_cluster),
+        "--enable-scheme",
+        "mpijob",
+        "--resync-period",
+        "2",
+        watch_namespace="default",
+    )
+    job = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "MPIJob",
+        "metadata": {"name": "rb"},
+        "spec": {"mpiReplicaSpecs": {"Launcher": replica("mpi"), "Worker": replica("mpi", 1)}},
+    }
+    binding = "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings/rb-launcher"
+    with KubeApi.from_kubeconfig(mpi_v1_cluster) as api:
+        create_job(api, "default", job)
+        first_uid = eventually(
+            lambda: api.get(binding)["metadata"]["uid"] if api.exists(binding) else None,
+            what="the launcher RoleBinding",
+        )
+        api.delete(binding)
+        eventually(
+            lambda: api.exists(binding) and api.get(binding)["metadata"]["uid"] != first_uid,
+            what="the launcher RoleBinding made again",
+        )
