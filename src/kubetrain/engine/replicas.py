@@ -95,6 +95,7 @@ def _reconcile_type(
             continue
         for replica in replicas:
             _count(counts, replica)
+            _warn_if_abnormal(ctx, replica)
             seen.append(
                 ObservedPhase(
                     replica_type, index, replica.phase, replica.exit_code, replica.reason, replica.message
@@ -145,6 +146,20 @@ def _warn_about_template_overrides(ctx: ReconcileContext, replica_type: str) -> 
             "SetPodTemplateSchedulerName",
             "Another scheduler is specified when gang-scheduling is enabled and it will not be overwritten",
         )
+
+
+def _warn_if_abnormal(ctx: ReconcileContext, replica: ObservedReplica) -> None:
+    """A live replica's abnormal signs become Warning events on the job, on every reconcile as upstream
+    (the kube substrate's recorder folds the repeats into one Event with a growing count).
+
+    Live as upstream's ``FilterActivePods`` means it: neither finished nor terminating. That includes
+    Pending replicas, where an image that cannot be pulled or an unschedulable pod shows.
+    """
+    if replica.terminating or replica.phase in (Phase.SUCCEEDED, Phase.FAILED):
+        return
+    pod = ctx.framework.pod_name(ctx.job, replica.replica_type, replica.index)
+    for reason, detail in replica.warnings:
+        ctx.emit(EventType.WARNING, reason, f"Error pod {pod} {detail}")
 
 
 def _count(counts: ReplicaStatus, replica: ObservedReplica) -> None:
