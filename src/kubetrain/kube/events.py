@@ -5,6 +5,11 @@ the time they were recorded. Senders hold back while the controllers are busy, s
 delays the pods and status writes users wait on, but no event waits longer than ``MAX_HOLD_SECONDS``:
 a controller that is never idle does not starve them. An event that cannot be posted is logged and
 dropped (events are best-effort on every Kubernetes controller).
+
+Repeats are folded as client-go's EventCorrelator folds them: an event identical to one sent within
+``REPEAT_WINDOW_SECONDS`` (same object, type, reason, message and component) PATCHes that Event's
+``count`` and ``lastTimestamp`` instead of creating another. Upstream warns about an abnormal pod on
+every reconcile; without this the API server would store one Event per reconcile.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -26,6 +32,12 @@ SENDERS = 4
 MAX_QUEUED = 10_000
 BUSY_POLL_SECONDS = 0.05
 MAX_HOLD_SECONDS = 10.0
+REMEMBERED_EVENTS = 4096
+"""How many distinct recent events are remembered for folding repeats (client-go's LRU size)."""
+REPEAT_WINDOW_SECONDS = 600.0
+"""A repeat within this long of the last sending bumps the existing Event (client-go's 10 minutes)."""
+
+EventKey = tuple[Any, ...]
 
 
 @dataclass(frozen=True)
@@ -40,10 +52,67 @@ class EventRecord:
     at: datetime = field(default_factory=lambda: datetime.now(UTC))
 
 
+def event_key(record: EventRecord) -> EventKey:
+    """What makes two events the same Event (client-go's ``getEventKey``, less the unset fields)."""
+    metadata = record.involved.get("metadata") or {}
+    return (
+        metadata.get("uid"),
+        record.involved.get("kind"),
+        metadata.get("namespace"),
+        metadata.get("name"),
+        record.type,
+        record.reason,
+        record.message,
+        record.component,
+    )
+
+
+def _stamp(at: datetime) -> str:
+    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class SentEvent:
+    """An Event the recorder created, and how often it was seen since."""
+
+    namespace: str
+    name: str
+    count: int
+    last_at: datetime
+
+
+class RecentEvents:
+    """The last ``capacity`` distinct events sent, least recently seen forgotten first."""
+
+    def __init__(
+        self, capacity: int = REMEMBERED_EVENTS, window_seconds: float = REPEAT_WINDOW_SECONDS
+    ) -> None:
+        self._capacity = capacity
+        self._window = window_seconds
+        self._sent: OrderedDict[EventKey, SentEvent] = OrderedDict()
+
+    def repeat_of(self, key: EventKey, at: datetime) -> SentEvent | None:
+        """The Event a record at ``at`` repeats, if one was sent within the window (now seen last)."""
+        sent = self._sent.get(key)
+        if sent is None or (at - sent.last_at).total_seconds() > self._window:
+            return None
+        self._sent.move_to_end(key)
+        return sent
+
+    def remember(self, key: EventKey, sent: SentEvent) -> None:
+        self._sent[key] = sent
+        self._sent.move_to_end(key)
+        while len(self._sent) > self._capacity:
+            self._sent.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._sent)
+
+
 def event_manifest(record: EventRecord) -> dict[str, Any]:
     metadata = record.involved.get("metadata") or {}
     namespace = metadata.get("namespace") or "default"
-    stamp = record.at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = _stamp(record.at)
     return {
         "apiVersion": "v1",
         "kind": "Event",
@@ -75,7 +144,14 @@ class EventRecorder:
         self._queue: asyncio.Queue[EventRecord] = asyncio.Queue(MAX_QUEUED)
         self._senders: list[asyncio.Task[None]] = []
         self._sending = 0
+        self._recent = RecentEvents()
+        # Sends of the same event are serialised (so a repeat never races the Event it bumps, and
+        # counts arrive in order); sends of different events share SENDERS locks by key hash.
+        self._key_locks = [asyncio.Lock() for _ in range(SENDERS)]
         self.sent = 0
+        """Events delivered: created, or folded into an existing Event."""
+        self.folded = 0
+        """Of those, repeats that bumped an existing Event's count."""
 
     def record(self, record: EventRecord) -> None:
         try:
@@ -110,13 +186,38 @@ class EventRecorder:
             while self._busy() and (datetime.now(UTC) - record.at).total_seconds() < MAX_HOLD_SECONDS:
                 await asyncio.sleep(BUSY_POLL_SECONDS)
             try:
-                manifest = event_manifest(record)
-                path = f"/api/v1/namespaces/{manifest['metadata']['namespace']}/events"
-                response = await self._http.post(path, json=manifest)
-                raise_for_status(response, response.content)
+                key = event_key(record)
+                async with self._key_locks[hash(key) % SENDERS]:
+                    await self._send(key, record)
                 self.sent += 1
             except Exception as error:
                 log.warning("could not post event %s: %s", record.reason, error)
             finally:
                 self._sending -= 1
                 self._queue.task_done()
+
+    async def _send(self, key: EventKey, record: EventRecord) -> None:
+        repeated = self._recent.repeat_of(key, record.at)
+        if repeated is not None and await self._bump(repeated, record.at):
+            self.folded += 1
+            return
+        manifest = event_manifest(record)
+        namespace = manifest["metadata"]["namespace"]
+        response = await self._http.post(f"/api/v1/namespaces/{namespace}/events", json=manifest)
+        raise_for_status(response, response.content)
+        self._recent.remember(key, SentEvent(namespace, manifest["metadata"]["name"], 1, record.at))
+
+    async def _bump(self, sent: SentEvent, at: datetime) -> bool:
+        """Count one more occurrence on the Event; False when it is gone (expired), so a new one is made."""
+        # A record held back longer than a later repeat must not move lastTimestamp back.
+        count, last_at = sent.count + 1, max(sent.last_at, at)
+        response = await self._http.patch(
+            f"/api/v1/namespaces/{sent.namespace}/events/{sent.name}",
+            json={"count": count, "lastTimestamp": _stamp(last_at)},
+            headers={"Content-Type": "application/merge-patch+json"},
+        )
+        if response.status_code == 404:
+            return False
+        raise_for_status(response, response.content)
+        sent.count, sent.last_at = count, last_at
+        return True

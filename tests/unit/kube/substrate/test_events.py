@@ -1,17 +1,30 @@
-"""The event recorder: events wait while the controllers are busy, but never past the hold limit."""
+"""The event recorder: events wait while the controllers are busy, but never past the hold limit; repeats
+bump one Event's count as client-go's EventCorrelator does."""
 
 from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import httpx2
 
-from kubetrain.kube.events import MAX_HOLD_SECONDS, EventRecord, EventRecorder
+from kubetrain.kube.events import (
+    MAX_HOLD_SECONDS,
+    REPEAT_WINDOW_SECONDS,
+    EventRecord,
+    EventRecorder,
+    RecentEvents,
+    SentEvent,
+)
 
 from .fakes import FakeApi
 
-JOB = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "j", "namespace": "ns"}}
+JOB: dict[str, Any] = {
+    "apiVersion": "kubeflow.org/v1",
+    "kind": "PyTorchJob",
+    "metadata": {"name": "j", "namespace": "ns", "uid": "u-1"},
+}
 
 
 def recorder(api: FakeApi, busy: list[bool]) -> EventRecorder:
@@ -19,15 +32,21 @@ def recorder(api: FakeApi, busy: list[bool]) -> EventRecorder:
     return EventRecorder(http, busy=lambda: busy[0])
 
 
-def created(at: datetime | None = None) -> EventRecord:
+def created(at: datetime | None = None, message: str = "Created pod: j-master-0") -> EventRecord:
     return EventRecord(
-        JOB,
-        "Normal",
-        "SuccessfulCreatePod",
-        "Created pod: j-master-0",
-        "pytorchjob-controller",
-        at=at or datetime.now(UTC),
+        JOB, "Normal", "SuccessfulCreatePod", message, "pytorchjob-controller", at=at or datetime.now(UTC)
     )
+
+
+async def sent(api: FakeApi, *records: EventRecord) -> EventRecorder:
+    """A recorder that was given ``records`` one after the other, each sent before the next."""
+    events = recorder(api, [False])
+    events.start()
+    for record in records:
+        events.record(record)
+        await events.flush(timeout=2)
+    await events.stop()
+    return events
 
 
 async def test_an_event_waits_while_the_controllers_are_busy() -> None:
@@ -53,3 +72,84 @@ async def test_an_event_held_past_the_limit_is_sent_while_still_busy() -> None:
     await events.flush(timeout=2)
     await events.stop()
     assert [body["message"] for _, _, body in api.requests] == ["Created pod: j-master-0"]
+
+
+async def test_a_repeat_bumps_the_count_of_the_event_already_posted() -> None:
+    api, first = FakeApi(), datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    events = await sent(api, created(first), created(first + timedelta(seconds=30)))
+    [(_, _, posted), (method, path, patch)] = api.requests
+    assert (method, path) == ("PATCH", f"/api/v1/namespaces/ns/events/{posted['metadata']['name']}")
+    assert patch == {"count": 2, "lastTimestamp": "2026-03-01T12:00:30Z"}
+    assert (events.sent, events.folded, events.queued) == (2, 1, 0)
+
+
+async def test_every_repeat_counts_one_more() -> None:
+    api, first = FakeApi(), datetime.now(UTC)
+    await sent(api, *(created(first + timedelta(seconds=i)) for i in range(4)))
+    assert [body["count"] for _, _, body in api.requests] == [1, 2, 3, 4]
+
+
+async def test_an_event_with_another_message_is_a_new_event() -> None:
+    api = FakeApi()
+    await sent(api, created(), created(message="Created pod: j-worker-0"))
+    assert [method for method, _, _ in api.requests] == ["POST", "POST"]
+
+
+async def test_the_same_event_about_another_object_is_a_new_event() -> None:
+    api = FakeApi()
+    other = EventRecord(
+        {**JOB, "metadata": {**JOB["metadata"], "uid": "u-2"}},
+        "Normal",
+        "SuccessfulCreatePod",
+        "Created pod: j-master-0",
+        "pytorchjob-controller",
+    )
+    await sent(api, created(), other)
+    assert [method for method, _, _ in api.requests] == ["POST", "POST"]
+
+
+async def test_a_repeat_after_the_window_is_a_new_event() -> None:
+    api, first = FakeApi(), datetime.now(UTC) - timedelta(seconds=REPEAT_WINDOW_SECONDS + 1)
+    await sent(api, created(first), created())
+    assert [method for method, _, _ in api.requests] == ["POST", "POST"]
+
+
+class EventsExpiredApi(FakeApi):
+    """Answers every PATCH with 404, as the API server does once an Event's TTL has passed."""
+
+    def handle(self, request: httpx2.Request) -> httpx2.Response:
+        response = super().handle(request)
+        return httpx2.Response(404, json={"reason": "NotFound"}) if request.method == "PATCH" else response
+
+
+async def test_a_repeat_of_an_expired_event_posts_a_new_one_that_later_repeats_bump() -> None:
+    api = EventsExpiredApi()
+    events = await sent(api, created(), created())
+    assert [(method, body.get("count")) for method, _, body in api.requests] == [
+        ("POST", 1),
+        ("PATCH", 2),
+        ("POST", 1),
+    ]
+    assert (events.sent, events.folded) == (2, 0)
+
+
+async def test_concurrent_repeats_make_one_event_and_bump_it_in_order() -> None:
+    api, busy = FakeApi(), [True]
+    events = recorder(api, busy)
+    events.start()
+    first = datetime.now(UTC)
+    for i in range(8):
+        events.record(created(first + timedelta(milliseconds=i)))
+    busy[0] = False
+    await events.flush(timeout=2)
+    await events.stop()
+    assert [body["count"] for _, _, body in api.requests] == list(range(1, 9))
+
+
+def test_the_least_recently_seen_event_is_forgotten_first() -> None:
+    recent, at = RecentEvents(capacity=2), datetime.now(UTC)
+    for key in ("a", "b"):
+        recent.remember((key,), SentEvent("ns", key, 1, at))
+    assert recent.repeat_of(("a",), at) is not None
+    recent.remember(("c",), SentEvent("ns", "c", 1, at))
+    assert [recent.repeat_of((key,), at) is not None for key in ("a", "b", "c")] == [True, False, True]
