@@ -15,6 +15,12 @@ from kubetrain.frameworks.crds import DEFAULT_MPI_API, MpiApi, frameworks_for
 from kubetrain.frameworks.registry import framework_by_name
 from kubetrain.kube import logs
 from kubetrain.kube.health import parse_bind_address
+from kubetrain.kube.init_template import (
+    DEFAULT_TEMPLATE_PATH,
+    InitContainerTemplateFile,
+    InitTemplateError,
+    load_template,
+)
 from kubetrain.kube.operator import DEFAULT_LEASE_NAME, MissingCrdError, Operator, OperatorSettings
 from kubetrain.kube.render import RenderSettings
 from kubetrain.kube.runtime.client import connect
@@ -49,6 +55,13 @@ def _address(value: str, flag: str) -> tuple[str, int] | None:
         return parse_bind_address(value)
     except ValueError as error:
         raise typer.BadParameter(str(error), param_hint=flag) from None
+
+
+def _init_template(path: Path | None) -> InitContainerTemplateFile | None:
+    try:
+        return load_template(path)
+    except InitTemplateError as error:
+        raise typer.BadParameter(str(error), param_hint="--pytorch-init-container-template-file") from None
 
 
 def operator(
@@ -100,6 +113,14 @@ def operator(
         min=1,
         help="DNS look-ups before the init container gives up.",
     ),
+    pytorch_init_container_template_file: Path | None = typer.Option(
+        None,
+        "--pytorch-init-container-template-file",
+        help="A YAML list of init containers replacing the built-in one; a Go-style template using only "
+        "{{.MasterAddr}}, {{.InitContainerImage}} and {{.MaxTries}}. "
+        f"Default: {DEFAULT_TEMPLATE_PATH} when that file exists.",
+        show_default=False,
+    ),
     mpi_kubectl_delivery_image: str = typer.Option(
         "kubeflow/kubectl-delivery:latest",
         "--mpi-kubectl-delivery-image",
@@ -121,6 +142,7 @@ def operator(
     init = InitSettings(
         pytorch_init_image=pytorch_init_container_image,
         pytorch_init_max_tries=pytorch_init_container_max_tries,
+        pytorch_init_template=_init_template(pytorch_init_container_template_file),
         mpi_kubectl_delivery_image=mpi_kubectl_delivery_image,
     )
     settings = OperatorSettings(

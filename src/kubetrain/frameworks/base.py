@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from kubetrain.api.common import ConditionType, ReplicaStatus, RestartPolicy
 from kubetrain.api.errors import FieldError
@@ -273,11 +273,19 @@ class PodDecoration:
     """Used when the template names no service account."""
 
 
+class InitContainerTemplate(Protocol):
+    """The PyTorch workers' init containers from a user's template (its values filled in per job)."""
+
+    def __call__(self, *, master_addr: str, image: str, max_tries: int) -> list[dict[str, Any]]: ...
+
+
 @dataclass(frozen=True)
 class InitSettings:
     """Operator settings for injected init containers (upstream's ``--pytorch-init-container-*``)."""
 
     pytorch_init_image: str = "alpine:3.10"
     pytorch_init_max_tries: int = 100
+    pytorch_init_template: InitContainerTemplate | None = None
+    """Replaces the built-in ``init-pytorch`` container (``--pytorch-init-container-template-file``)."""
     mpi_kubectl_delivery_image: str = "kubeflow/kubectl-delivery:latest"
     """MPIJob v1 launcher's ``kubectl-delivery`` init container (``--mpi-kubectl-delivery-image``)."""

@@ -200,10 +200,17 @@ class PyTorchFramework(StandardFramework[PyTorchJob]):
         addressing: Addressing,
         settings: InitSettings,
     ) -> list[dict[str, Any]]:
-        """``init-pytorch`` holds workers until the master's service name resolves (Kubernetes only)."""
+        """``init-pytorch`` holds workers until the master's service name resolves (Kubernetes only);
+        the operator's template, when given, replaces it."""
         if addressing.colocated or replica_type != WORKER or MASTER not in job.replica_specs:
             return []
         master = addressing.host(job, MASTER, 0)
+        if settings.pytorch_init_template is not None:
+            return settings.pytorch_init_template(
+                master_addr=master,
+                image=settings.pytorch_init_image,
+                max_tries=settings.pytorch_init_max_tries,
+            )
         script = (
             f"err=1;for i in $(seq {settings.pytorch_init_max_tries}); do if nslookup {master}; "
             "then err=0 && break; fi;echo waiting for master; sleep 2; done; exit $err"
