@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -232,3 +233,28 @@ def test_a_custom_cluster_domain_suffixes_the_tf_config_addresses(
     wait_pods(kube_api, namespace, case.pod_names("j"))
     tf_config = json.loads(env_of(pod(kube_api, namespace, "j-ps-0"), "tensorflow")["TF_CONFIG"])
     assert tf_config["cluster"]["ps"] == [f"j-ps-0.{namespace}.svc.cluster.example:2222"]
+
+
+def test_pytorch_workers_get_the_init_containers_of_the_operators_template_file(
+    kube_api: KubeApi, namespace: str, start_operator: StartOperator, tmp_path: Path
+) -> None:
+    template = tmp_path / "initContainer.yaml"
+    template.write_text(
+        "- name: wait-for-master\n"
+        "  image: {{ .InitContainerImage }}\n"
+        "  command: ['sh', '-c', 'until nslookup {{.MasterAddr}}; do sleep 1; done # {{.MaxTries}}']\n"
+    )
+    start_operator(
+        "--pytorch-init-container-template-file",
+        str(template),
+        "--pytorch-init-container-image",
+        "busybox:1",
+        "--pytorch-init-container-max-tries",
+        "7",
+    )
+    create_job(kube_api, namespace, CASES[0].manifest("j"))
+    wait_pods(kube_api, namespace, CASES[0].pod_names("j"))
+    [init] = pod(kube_api, namespace, "j-worker-0")["spec"]["initContainers"]
+    assert (init["name"], init["image"]) == ("wait-for-master", "busybox:1")
+    assert init["command"][2] == "until nslookup j-master-0; do sleep 1; done # 7"
+    assert "initContainers" not in pod(kube_api, namespace, "j-master-0")["spec"]
