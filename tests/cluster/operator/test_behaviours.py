@@ -252,3 +252,32 @@ def test_elastic_metrics_get_an_hpa_on_the_scale_subresource_which_suspension_re
     assert hpa["metadata"]["ownerReferences"][0]["name"] == "j"
     kube_api.patch(job_path("PyTorchJob", namespace, "j"), {"spec": {"runPolicy": {"suspend": True}}})
     eventually(lambda: gone(kube_api, hpa_path), what="the HPA removed while suspended")
+
+
+def test_a_crash_looping_pod_is_one_warning_event_on_the_job_whose_count_grows(
+    kube_api: KubeApi, namespace: str, pod_driver: PodDriver, start_operator: StartOperator
+) -> None:
+    start_operator()
+    create_job(kube_api, namespace, pytorch_job("j", restart_policy="OnFailure"))
+    wait_pods(kube_api, namespace, ALL_PODS)
+    pod_driver.run((namespace, "j-worker-0"))
+    back_off = "back-off 10s restarting failed container=pytorch pod=j-worker-0"
+
+    def crash_loop(restarts: int) -> None:
+        """What the kubelet reports between restarts of a container that keeps failing."""
+        waiting = {"reason": "CrashLoopBackOff", "message": back_off}
+        status = {"name": "pytorch", "ready": False, "restartCount": restarts, "state": {"waiting": waiting}}
+        path = f"/api/v1/namespaces/{namespace}/pods/j-worker-0/status"
+        kube_api.patch(path, {"status": {"containerStatuses": [status]}})
+
+    def warnings() -> list[KubeObject]:
+        return events(kube_api, namespace, "CrashLoopBackOff")
+
+    crash_loop(restarts=1)
+    [warning] = eventually(warnings, what="a CrashLoopBackOff event")
+    assert (warning["type"], warning["involvedObject"]["name"]) == ("Warning", "j")
+    assert warning["message"] == f"Error pod j-worker-0 container pytorch waiting message: {back_off}"
+    for restarts in (2, 3):
+        crash_loop(restarts)  # each status change is another reconcile, which warns again
+    eventually(lambda: warnings()[0]["count"] >= 2, what="the CrashLoopBackOff event's count to grow")
+    assert len(warnings()) == 1
