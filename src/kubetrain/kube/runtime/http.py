@@ -3,7 +3,8 @@
 Why not httpx, which lightkube uses: against envtest, 2,000 POSTs with 16 in flight cost httpx 1.0 to 1.4 ms
 of client CPU per request and aiohttp 0.29 ms (``docs/benchmarks.md``). The operator makes about 18
 requests per job, and under a 500-job burst httpx was two thirds of its CPU (py-spy), on the same two
-cores the API server needs. lightkube still reads the kubeconfig and supplies TLS and credentials.
+cores the API server needs. kopf, the operator framework ecosystem.md has us imitate, made the same
+choice (its own thin aiohttp client). lightkube still reads the kubeconfig and supplies TLS and credentials.
 
 Callers see only the small ``HttpApi`` protocol, which httpx's ``AsyncClient`` satisfies too, so unit tests
 serve it from httpx's ``MockTransport``.
