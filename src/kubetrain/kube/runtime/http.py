@@ -210,6 +210,7 @@ class ApiSession:
                 connector=aiohttp.TCPConnector(ssl=self._tls),
                 timeout=aiohttp.ClientTimeout(total=self._timeout),
                 raise_for_status=False,
+                trust_env=True,  # HTTPS_PROXY / NO_PROXY, as kubectl and httpx honour them
             )
         return self._session
 
