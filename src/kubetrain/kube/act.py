@@ -174,6 +174,10 @@ class Actor:
         self._companions_posted: dict[str, float] = {}
         """Job UID → when its companions were last posted (by ``clock``)."""
 
+    def forget(self, uid: str) -> None:
+        """The job is gone: drop what is remembered about it, so a long-lived operator does not grow."""
+        self._companions_posted.pop(uid, None)
+
     async def carry_out(self, target: Target, decision: Decision) -> Outcome:
         outcome = Outcome()
         for action in decision.actions:

@@ -83,6 +83,7 @@ class JobController:
         key = object_key(change.object)
         if change.type is ChangeType.DELETED:
             self._expectations.delete_prefix(f"{key}/")
+            self._actor.forget(_uid(change.object))
         self.queue.add(key)
 
     def on_child_change(self, change: ObjectChange, resource: str, job_name: str, replica_type: str) -> None:

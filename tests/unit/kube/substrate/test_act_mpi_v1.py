@@ -104,3 +104,13 @@ async def test_a_failed_companion_post_is_retried_on_the_next_reconcile() -> Non
     api.status_code = 201
     await reconcile(acting)
     assert sorted(companion_posts(api)) == sorted(COMPANIONS)
+
+
+async def test_a_forgotten_job_is_new_again_so_its_record_does_not_outlive_it() -> None:
+    api, clock = FakeApi(), FakeClock()
+    acting = actor(api, clock)
+    await reconcile(acting)
+    api.requests.clear()
+    acting.forget("u1")
+    await reconcile(acting)
+    assert sorted(companion_posts(api)) == sorted(COMPANIONS)
