@@ -59,6 +59,11 @@ class OperatorMetrics:
         self.events_posted = Gauge(
             "kubetrain_events_posted", "Kubernetes Events posted since start", registry=r
         )
+        self.events_folded = Gauge(
+            "kubetrain_events_folded",
+            "Repeats of a recent Event that raised its count instead of posting a new one",
+            registry=r,
+        )
         self.events_queued = Gauge(
             "kubetrain_events_queued", "Kubernetes Events recorded and not yet posted", registry=r
         )

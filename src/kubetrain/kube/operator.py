@@ -192,6 +192,7 @@ class Operator:
     def _refresh_gauges(self) -> None:
         self.metrics.events_posted.set(self.events.sent)
         self.metrics.events_queued.set(self.events.queued)
+        self.metrics.events_folded.set(self.events.folded)
         for method, count in self.client.requests.by_method.items():
             self.metrics.api_requests.labels(method=method).set(count)
         for informer in self.informers:
