@@ -9,12 +9,16 @@ dropped (events are best-effort on every Kubernetes controller).
 Repeats are folded as client-go's EventCorrelator folds them: an event identical to one sent within
 ``REPEAT_WINDOW_SECONDS`` (same object, type, reason, message and component) PATCHes that Event's
 ``count`` and ``lastTimestamp`` instead of creating another. Upstream warns about an abnormal pod on
-every reconcile; without this the API server would store one Event per reconcile.
+every reconcile; without this the API server would store one Event per reconcile. One Event is PATCHed
+at most once per ``BUMP_INTERVAL_SECONDS``: repeats in between are counted and go out together when the
+interval is over (client-go's spam filter drops them instead), so a thousand pending pods warned about
+on every reconcile cost the API server a bounded number of requests, and the counts stay exact.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import OrderedDict
@@ -36,6 +40,8 @@ REMEMBERED_EVENTS = 4096
 """How many distinct recent events are remembered for folding repeats (client-go's LRU size)."""
 REPEAT_WINDOW_SECONDS = 600.0
 """A repeat within this long of the last sending bumps the existing Event (client-go's 10 minutes)."""
+BUMP_INTERVAL_SECONDS = 15.0
+"""The least time between two PATCHes of one Event."""
 
 EventKey = tuple[Any, ...]
 
@@ -78,7 +84,12 @@ class SentEvent:
     namespace: str
     name: str
     count: int
+    """As the API server has it."""
     last_at: datetime
+    unreported: int = 0
+    """Repeats seen since the last PATCH, waiting for the bump interval to pass."""
+    reported_at: float = 0.0
+    """When the Event was last written (monotonic seconds)."""
 
 
 class RecentEvents:
@@ -98,6 +109,9 @@ class RecentEvents:
             return None
         self._sent.move_to_end(key)
         return sent
+
+    def get(self, key: EventKey) -> SentEvent | None:
+        return self._sent.get(key)
 
     def remember(self, key: EventKey, sent: SentEvent) -> None:
         self._sent[key] = sent
@@ -137,11 +151,25 @@ def event_manifest(record: EventRecord) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class _Flush:
+    """Time to report the repeats an Event collected during its bump interval."""
+
+    key: EventKey
+
+
 class EventRecorder:
-    def __init__(self, http: HttpApi, busy: Callable[[], bool] = lambda: False) -> None:
+    def __init__(
+        self,
+        http: HttpApi,
+        busy: Callable[[], bool] = lambda: False,
+        *,
+        bump_interval: float = BUMP_INTERVAL_SECONDS,
+    ) -> None:
         self._http = http
         self._busy = busy
-        self._queue: asyncio.Queue[EventRecord] = asyncio.Queue(MAX_QUEUED)
+        self._bump_interval = bump_interval
+        self._queue: asyncio.Queue[EventRecord | _Flush] = asyncio.Queue(MAX_QUEUED)
         self._senders: list[asyncio.Task[None]] = []
         self._sending = 0
         self._recent = RecentEvents()
@@ -181,43 +209,73 @@ class EventRecorder:
 
     async def _send_forever(self) -> None:
         while True:
-            record = await self._queue.get()
+            item = await self._queue.get()
             self._sending += 1
-            while self._busy() and (datetime.now(UTC) - record.at).total_seconds() < MAX_HOLD_SECONDS:
-                await asyncio.sleep(BUSY_POLL_SECONDS)
             try:
-                key = event_key(record)
-                async with self._key_locks[hash(key) % SENDERS]:
-                    await self._send(key, record)
-                self.sent += 1
+                if isinstance(item, _Flush):
+                    async with self._key_locks[hash(item.key) % SENDERS]:
+                        await self._flush_repeats(item.key)
+                else:
+                    await self._deliver(item)
             except Exception as error:
-                log.warning("could not post event %s: %s", record.reason, error)
+                log.warning("could not post event: %s", error)
             finally:
                 self._sending -= 1
                 self._queue.task_done()
 
+    async def _deliver(self, record: EventRecord) -> None:
+        while self._busy() and (datetime.now(UTC) - record.at).total_seconds() < MAX_HOLD_SECONDS:
+            await asyncio.sleep(BUSY_POLL_SECONDS)
+        key = event_key(record)
+        async with self._key_locks[hash(key) % SENDERS]:
+            await self._send(key, record)
+        self.sent += 1
+
     async def _send(self, key: EventKey, record: EventRecord) -> None:
         repeated = self._recent.repeat_of(key, record.at)
-        if repeated is not None and await self._bump(repeated, record.at):
-            self.folded += 1
-            return
+        if repeated is not None:
+            # A record held back longer than a later repeat must not move lastTimestamp back.
+            repeated.last_at = max(repeated.last_at, record.at)
+            repeated.unreported += 1
+            wait = repeated.reported_at + self._bump_interval - time.monotonic()
+            if repeated.unreported > 1:
+                self.folded += 1  # a flush is already due; this repeat goes out with it
+                return
+            if wait > 0:
+                self.folded += 1
+                asyncio.get_running_loop().call_later(wait, self._queue_flush, key)
+                return
+            if await self._bump(repeated):
+                self.folded += 1
+                return
         manifest = event_manifest(record)
         namespace = manifest["metadata"]["namespace"]
         response = await self._http.post(f"/api/v1/namespaces/{namespace}/events", json=manifest)
         raise_for_status(response, response.content)
-        self._recent.remember(key, SentEvent(namespace, manifest["metadata"]["name"], 1, record.at))
+        sent = SentEvent(namespace, manifest["metadata"]["name"], 1, record.at, reported_at=time.monotonic())
+        self._recent.remember(key, sent)
 
-    async def _bump(self, sent: SentEvent, at: datetime) -> bool:
-        """Count one more occurrence on the Event; False when it is gone (expired), so a new one is made."""
-        # A record held back longer than a later repeat must not move lastTimestamp back.
-        count, last_at = sent.count + 1, max(sent.last_at, at)
+    def _queue_flush(self, key: EventKey) -> None:
+        with contextlib.suppress(asyncio.QueueFull):
+            self._queue.put_nowait(_Flush(key))
+
+    async def _flush_repeats(self, key: EventKey) -> None:
+        sent = self._recent.get(key)
+        if sent is not None and sent.unreported:
+            await self._bump(sent)
+
+    async def _bump(self, sent: SentEvent) -> bool:
+        """Report the unreported repeats on the Event; False when it is gone (expired), so a new one is
+        made."""
+        count = sent.count + sent.unreported
         response = await self._http.patch(
             f"/api/v1/namespaces/{sent.namespace}/events/{sent.name}",
-            json={"count": count, "lastTimestamp": _stamp(last_at)},
+            json={"count": count, "lastTimestamp": _stamp(sent.last_at)},
             headers={"Content-Type": "application/merge-patch+json"},
         )
+        sent.unreported = 0
         if response.status_code == 404:
             return False
         raise_for_status(response, response.content)
-        sent.count, sent.last_at = count, last_at
+        sent.count, sent.reported_at = count, time.monotonic()
         return True

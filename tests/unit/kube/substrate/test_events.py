@@ -1,5 +1,5 @@
 """The event recorder: events wait while the controllers are busy, but never past the hold limit; repeats
-bump one Event's count as client-go's EventCorrelator does."""
+bump one Event's count as client-go's EventCorrelator does, at most once per bump interval."""
 
 from __future__ import annotations
 
@@ -27,9 +27,10 @@ JOB: dict[str, Any] = {
 }
 
 
-def recorder(api: FakeApi, busy: list[bool]) -> EventRecorder:
+def recorder(api: FakeApi, busy: list[bool], bump_interval: float = 0.0) -> EventRecorder:
+    """A recorder over ``api``; by default every repeat is reported at once (no bump interval)."""
     http = httpx2.AsyncClient(transport=httpx2.MockTransport(api.handle), base_url="https://api")
-    return EventRecorder(http, busy=lambda: busy[0])
+    return EventRecorder(http, busy=lambda: busy[0], bump_interval=bump_interval)
 
 
 def created(at: datetime | None = None, message: str = "Created pod: j-master-0") -> EventRecord:
@@ -144,6 +145,22 @@ async def test_concurrent_repeats_make_one_event_and_bump_it_in_order() -> None:
     await events.flush(timeout=2)
     await events.stop()
     assert [body["count"] for _, _, body in api.requests] == list(range(1, 9))
+
+
+async def test_repeats_within_the_bump_interval_go_out_in_one_patch_when_it_ends() -> None:
+    api, first = FakeApi(), datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    events = recorder(api, [False], bump_interval=0.3)
+    events.start()
+    for i in range(4):
+        events.record(created(first + timedelta(seconds=i)))
+        await events.flush(timeout=2)
+    assert [method for method, _, _ in api.requests] == ["POST"]
+    await asyncio.sleep(0.5)
+    await events.flush(timeout=2)
+    await events.stop()
+    assert [(method, body.get("count")) for method, _, body in api.requests] == [("POST", 1), ("PATCH", 4)]
+    assert api.requests[1][2]["lastTimestamp"] == "2026-03-01T12:00:03Z"
+    assert (events.sent, events.folded, events.queued) == (4, 3, 0)
 
 
 def test_the_least_recently_seen_event_is_forgotten_first() -> None:
