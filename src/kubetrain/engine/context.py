@@ -52,6 +52,8 @@ class ReconcileContext:
     _deleted_replicas: set[ReplicaKey] = field(default_factory=set)
     _deleted_services: set[ReplicaKey] = field(default_factory=set)
     _pod_group_deleted: bool = False
+    admitted: bool = False
+    """``job`` has been through admission (defaulted and valid)."""
 
     @classmethod
     def start(
@@ -173,4 +175,5 @@ class ReconcileContext:
             actions=tuple(self.actions),
             status=self.status,
             requeue_after=min(self.wake_ups) if self.wake_ups else None,
+            admitted=self.job if self.admitted else None,
         )

@@ -69,6 +69,7 @@ def reconcile(
     except InvalidJobError as error:
         _fail_invalid(ctx, error)
         return ctx.decision()
+    ctx.admitted = True
 
     if ctx.status.is_finished:
         finish(ctx)

@@ -12,6 +12,7 @@ from enum import StrEnum
 from typing import Any
 
 from kubetrain.api.common import JobStatus, RestartPolicy
+from kubetrain.api.jobs import TrainingJob
 from kubetrain.frameworks.base import Autoscaling
 
 
@@ -175,6 +176,9 @@ class Decision:
     status: JobStatus = field(default_factory=JobStatus)
     requeue_after: float | None = None
     """Seconds until the engine must look again (deadline, TTL) even if nothing changes."""
+    admitted: TrainingJob | None = None
+    """The job defaulted and validated, what its children are planned from; None when admission failed
+    or another controller manages the job."""
 
 
 @dataclass(frozen=True)

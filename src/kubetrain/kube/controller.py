@@ -17,7 +17,6 @@ from typing import Any
 
 from kubetrain.api.errors import InvalidJobError
 from kubetrain.api.manifest import parse_job
-from kubetrain.engine.admission import admit
 from kubetrain.engine.reconciler import reconcile
 from kubetrain.engine.types import Phase, Traits
 from kubetrain.frameworks.addressing import ClusterAddressing
@@ -168,10 +167,7 @@ class JobController:
             observation = replace(observation, autoscaler=autoscaler is not None)
 
         decision = reconcile(job, observation, datetime.now(UTC), self._traits, self.framework)
-        try:
-            planned = admit(job, self.framework)
-        except InvalidJobError:
-            planned = job  # the engine failed it; nothing will be planned from it
+        planned = decision.admitted or job  # not admitted: nothing will be planned from it
         running_hosts = tuple(
             self._addressing.host(planned, replica.replica_type, replica.index)
             for replica in observation.replicas

@@ -66,6 +66,20 @@ def test_invalid_spec_creates_no_replicas_and_sets_completion_time() -> None:
     assert decision.status.completion_time == NOW
 
 
+def test_the_decision_carries_the_admitted_job_the_substrate_plans_from() -> None:
+    job = toy_job(masters=1, workers=2)
+    decision = decide(job)
+    assert decision.admitted is not None
+    assert decision.admitted.run_policy.clean_pod_policy is not None  # defaulted
+    assert job.run_policy.clean_pod_policy is None
+
+
+def test_an_invalid_or_foreign_job_carries_no_admitted_job() -> None:
+    assert decide(toy_job(workers=-1)).admitted is None
+    foreign = toy_job(run_policy=RunPolicy(managed_by="kueue.x-k8s.io/multikueue"))
+    assert decide(foreign).admitted is None
+
+
 def test_every_missing_replica_and_service_is_created_in_replica_type_order() -> None:
     decision = decide(toy_job(masters=1, workers=2))
     assert actions_of(decision, CreateReplica) == [
