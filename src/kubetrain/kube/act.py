@@ -62,7 +62,7 @@ KubeObject = Mapping[str, Any]
 
 MAX_IN_FLIGHT = 32
 """Concurrent writes across all workers. Against envtest on two cores (``bench/operator_throughput.py``),
-32 created a 500-job burst at 82 to 93 % of a plain client's rate where 16 reached 54 to 78 %; 64 was
+32 created a 500-job burst at 81 to 96 % of a plain client's rate where 16 reached 54 to 78 %; 64 was
 faster again but took peak RSS to 147 MB, near the 150 MB target."""
 
 COMPANION_RECHECK_PERIOD = 300.0
