@@ -87,7 +87,7 @@ class Operator:
         self.settings = settings
         self.metrics = OperatorMetrics()
         self.expectations = Expectations()
-        self.events = EventRecorder(client.http, busy=self._busy)
+        self.events = EventRecorder(client.events, busy=self._busy)
         self.actor: Actor | None = None
         self.informers: list[Informer] = []
         self.controllers: list[JobController] = []

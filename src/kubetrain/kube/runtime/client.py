@@ -1,11 +1,11 @@
 """Connecting to the API server, reading its errors, and listing and watching one kind as wire JSON.
 
 lightkube reads the kubeconfig (or the in-cluster service account) and supplies TLS and credentials; the
-requests themselves go through ``ApiSession`` (``http.py``), with one client-side rate limit
-(``--kube-api-qps`` / ``--kube-api-burst``, a token bucket like client-go's) and one request counter (for
-metrics and benchmarks). Wire JSON rather than typed objects: the reflector and the lease lock need watch
-bookmarks, 410 handling and exact control of the JSON, which lightkube's watch does not give
-(ecosystem.md §1.2).
+requests themselves go through ``ApiSession`` (``http.py``), with client-side rate limits
+(``--kube-api-qps`` / ``--kube-api-burst``, token buckets like client-go's: one for the objects, one of the
+same size for Events) and one request counter (for metrics and benchmarks). Wire JSON rather than typed
+objects: the reflector and the lease lock need watch bookmarks, 410 handling and exact control of the JSON,
+which lightkube's watch does not give (ecosystem.md §1.2).
 """
 
 from __future__ import annotations
@@ -31,8 +31,12 @@ from kubetrain.kube.runtime.http import (
 )
 from kubetrain.kube.runtime.reflector import ListPage, ResourceExpiredError, WatchEvent
 
-DEFAULT_QPS = 20.0
-DEFAULT_BURST = 30
+DEFAULT_QPS = 50.0
+DEFAULT_BURST = 100
+"""kube-scheduler's defaults (client-go's own are 5 / 10, controller-runtime's 20 / 30). Safe on a shared API
+server: since Kubernetes 1.29 API Priority and Fairness queues each client's requests in its priority level
+and answers 429 (which ``ApiSession`` retries after Retry-After) before one client can crowd out another;
+the limit here only keeps a burst of jobs from turning into a burst of 429s."""
 REQUEST_TIMEOUT_SECONDS = 10.0
 
 
@@ -63,6 +67,10 @@ def raise_for_status(response: HttpResponse | StreamResponse, body: bytes) -> No
 class KubeClient:
     http: ApiSession
     """Requests by path with wire JSON, rate-limited and counted."""
+    events: ApiSession
+    """For posting Events: the same connections and counter under a rate limit of their own, as client-go's
+    event recorder posts through a clientset of its own. A burst of events then never takes the tokens that
+    the pod, service and status writes of a reconcile wait for."""
     requests: RequestCounter
     default_namespace: str
 
@@ -94,7 +102,8 @@ def connect(
         counter=counter,
         timeout=timeout,
     )
-    return KubeClient(http=http, requests=counter, default_namespace=config.namespace)
+    events = http.limited_by(TokenBucket(qps, burst))
+    return KubeClient(http=http, events=events, requests=counter, default_namespace=config.namespace)
 
 
 def collection_path(resource: type[Resource], namespace: str | None = None) -> str:

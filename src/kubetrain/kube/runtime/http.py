@@ -12,6 +12,7 @@ serve it from httpx's ``MockTransport``.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import json as jsonlib
 import ssl
@@ -26,6 +27,20 @@ import httpx2
 from kubetrain.kube.runtime.clock import Clock, LoopClock
 
 QueryParams = Mapping[str, str | int]
+
+MAX_THROTTLED_RETRIES = 10
+"""How often a request answered 429 Too Many Requests is retried (client-go's default ``maxRetries``)."""
+MAX_RETRY_AFTER_SECONDS = 10.0
+DEFAULT_RETRY_AFTER_SECONDS = 1.0
+
+
+def _retry_after(value: str | None) -> float:
+    """Seconds from a Retry-After header (APF sends whole seconds), bounded; 1 s when absent or unreadable."""
+    try:
+        seconds = float(value) if value is not None else DEFAULT_RETRY_AFTER_SECONDS
+    except ValueError:
+        seconds = DEFAULT_RETRY_AFTER_SECONDS
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER_SECONDS)
 
 
 class HttpResponse(Protocol):
@@ -182,6 +197,31 @@ def _authorization(request: httpx2.Request) -> dict[str, str]:
     return {"Authorization": value} if value else {}
 
 
+class _Pool:
+    """One aiohttp session (created on first use, inside the running loop), shared by the ApiSessions made
+    from one another with ``limited_by``."""
+
+    def __init__(self, tls: ssl.SSLContext, timeout: float) -> None:
+        self.tls = tls
+        self._timeout = timeout
+        self._session: aiohttp.ClientSession | None = None
+
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(ssl=self.tls),
+                timeout=aiohttp.ClientTimeout(total=self._timeout),
+                raise_for_status=False,
+                trust_env=True,  # HTTPS_PROXY / NO_PROXY, as kubectl and httpx honour them
+            )
+        return self._session
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
 class ApiSession:
     """``HttpApi`` over one aiohttp session (created on first use, inside the running loop), with the
     client-side rate limit and the request counter every request passes."""
@@ -197,27 +237,32 @@ class ApiSession:
         timeout: float,
     ) -> None:
         self._server = server.rstrip("/")
-        self._tls = tls
         self._credentials = credentials
         self._bucket = bucket
         self._counter = counter
         self._timeout = timeout
-        self._session: aiohttp.ClientSession | None = None
+        self._pool = _Pool(tls, timeout)
+
+    def limited_by(self, bucket: TokenBucket) -> ApiSession:
+        """The same connections, credentials and counter under another rate limit: what client-go gets from
+        a second clientset on one rest config (the event recorder's), without a second connection pool.
+        Closing this session closes the one it was made from."""
+        other = ApiSession(
+            self._server,
+            tls=self._pool.tls,
+            credentials=self._credentials,
+            bucket=bucket,
+            counter=self._counter,
+            timeout=self._timeout,
+        )
+        other._pool = self._pool
+        return other
 
     def _connected(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(ssl=self._tls),
-                timeout=aiohttp.ClientTimeout(total=self._timeout),
-                raise_for_status=False,
-                trust_env=True,  # HTTPS_PROXY / NO_PROXY, as kubectl and httpx honour them
-            )
-        return self._session
+        return self._pool.session()
 
     async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self._pool.aclose()
 
     async def get(self, url: str, *, params: QueryParams | None = None) -> HttpResponse:
         return await self._send("GET", url, params=params)
@@ -264,6 +309,7 @@ class ApiSession:
         self._counter.by_method[method] += 1
         session = self._connected()
         retried = False
+        throttled = 0
         while True:
             sent = {**(headers or {}), **await self._credentials.headers()}
             async with session.request(
@@ -271,6 +317,15 @@ class ApiSession:
             ) as response:
                 content = await response.read()
                 answer = ApiResponse(response.status, response.reason or "", content)
+                retry_after = _retry_after(response.headers.get("Retry-After"))
+            if answer.status_code == 429 and throttled < MAX_THROTTLED_RETRIES:
+                # API Priority and Fairness rejected it (its queues for this flow are full): wait as the
+                # server asks and try again, as client-go does, rather than fail the reconcile.
+                throttled += 1
+                await asyncio.sleep(retry_after)
+                await self._bucket.acquire()
+                self._counter.by_method[method] += 1
+                continue
             if answer.status_code != 401 or retried or not await self._credentials.refresh():
                 return answer
             retried = True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -160,3 +161,34 @@ async def test_a_stream_yields_whole_lines_however_the_bytes_arrive(server: Serv
     await session.aclose()
     assert [json.loads(line)["type"] for line in lines] == ["BOOKMARK", "ADDED", "DELETED"]
     assert lines[1] == long_line
+
+
+async def test_a_429_is_retried_after_the_servers_retry_after_until_it_is_accepted(server: Server) -> None:
+    answers = iter([429, 429, 201])
+
+    async def throttle_twice(request: web.Request) -> web.StreamResponse:
+        return web.json_response({"kind": "Status"}, status=next(answers), headers={"Retry-After": "0"})
+
+    server.answer = throttle_twice
+    counter = RequestCounter()
+    session = server.session(counter=counter)
+    response = await session.post("/api/v1/namespaces/a/pods", json={"kind": "Pod"})
+    await session.aclose()
+    assert (response.status_code, len(server.seen), counter.by_method["POST"]) == (201, 3, 3)
+
+
+async def test_a_session_under_its_own_bucket_shares_the_counter_but_not_the_budget(server: Server) -> None:
+    counter = RequestCounter()
+    objects = ApiSession(
+        server.url,
+        tls=ssl.create_default_context(),
+        credentials=Credentials(None, server.url),
+        bucket=TokenBucket(qps=0.001, burst=1),  # one request, then the next token in 1000 s
+        counter=counter,
+        timeout=5,
+    )
+    events = objects.limited_by(TokenBucket(qps=0.001, burst=1))
+    await objects.post("/api/v1/namespaces/a/pods", json={"kind": "Pod"})
+    posted = await asyncio.wait_for(events.post("/api/v1/namespaces/a/events", json={"kind": "Event"}), 5)
+    await objects.aclose()
+    assert (posted.status_code, counter.total) == (200, 2)
