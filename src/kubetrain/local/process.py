@@ -99,6 +99,7 @@ class ReplicaProcess:
         """Start the process; a program that cannot be executed is a replica that failed at once."""
         self.log.open()
         try:
+            await self._before_spawn()
             await self._spawn()
         except OSError as error:
             self._fail_to_start(error)
@@ -166,6 +167,7 @@ class ReplicaProcess:
                 self._on_change()
                 return
             try:
+                await self._before_spawn()
                 await self._spawn()
             except OSError as error:
                 self._fail_to_start(error)
@@ -177,13 +179,24 @@ class ReplicaProcess:
         self._stop_requested.set()
         process = self._process
         if process is not None and process.returncode is None:
-            kill_group(process.pid, signal.SIGTERM)
-            try:
-                await asyncio.wait_for(self._exited.wait(), grace_period)
-            except TimeoutError:
-                kill_group(process.pid, signal.SIGKILL)
+            await self._terminate(process, grace_period)
         if self._supervisor is not None:
             await self._supervisor
+
+    async def delete(self, grace_period: float) -> None:
+        """A process leaves nothing behind once stopped."""
+        await self.stop(grace_period)
+
+    async def _terminate(self, process: asyncio.subprocess.Process, grace_period: float) -> None:
+        kill_group(process.pid, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(self._exited.wait(), grace_period)
+        except TimeoutError:
+            kill_group(process.pid, signal.SIGKILL)
+
+    async def _before_spawn(self) -> None:
+        """Called before every start and in-place restart (a container must not exist twice)."""
+        return None
 
     def kill_now(self) -> None:
         """SIGKILL the group at once (a second Ctrl-C)."""

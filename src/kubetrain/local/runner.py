@@ -14,10 +14,9 @@ import asyncio
 import contextlib
 import os
 import signal
-import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -35,21 +34,24 @@ from kubetrain.engine.types import (
     EventType,
     Observation,
     ReplicaPlan,
-    Traits,
 )
-from kubetrain.frameworks.addressing import LocalAddressing
+from kubetrain.frameworks.addressing import Addressing
 from kubetrain.frameworks.base import Framework
 from kubetrain.frameworks.registry import framework_for
 from kubetrain.local import orphans
 from kubetrain.local.display import ConditionView, Display, Snapshot, make_display
-from kubetrain.local.gpus import CUDA_VISIBLE_DEVICES, GpuRequest, assign_gpus, detect_gpus, requested_gpus
-from kubetrain.local.launch import launch_spec, main_container, short_name
+from kubetrain.local.gpus import detect_gpus
+from kubetrain.local.launch import short_name
 from kubetrain.local.logs import ReplicaLog
-from kubetrain.local.ports import allocate_addressing
-from kubetrain.local.process import LaunchSpec, ReplicaProcess
 from kubetrain.local.state import ReplicaRecord, RunDirectory, RunRecord
+from kubetrain.local.substrate import (
+    ProcessOptions,
+    ProcessSubstrate,
+    Replica,
+    RunContext,
+    Substrate,
+)
 
-TRAITS = Traits(colocated=True)
 POLL_INTERVAL = 1.0
 """Reconcile at least this often even when nothing is reported (a safety net, not the mechanism)."""
 KEPT_EVENTS = 50
@@ -80,6 +82,13 @@ class RunOptions:
     display: Display | None = None
     adopt_orphans: bool = False
     """Become the child subreaper so processes that escape their group are still stopped (CLI only)."""
+    substrate: Substrate | None = None
+    """What runs the replicas; processes on this host (``ProcessSubstrate``) by default."""
+
+    def make_substrate(self) -> Substrate:
+        if self.substrate is not None:
+            return self.substrate
+        return ProcessSubstrate(ProcessOptions(self.cwd, self.base_env, self.detect_gpus))
 
 
 @dataclass(frozen=True)
@@ -98,19 +107,24 @@ class LocalRun:
         self.options = options
         self.framework: Framework[Any] = framework_for(job)
         self.directory = RunDirectory(options.state_dir, job.name)
-        self.addressing: LocalAddressing = allocate_addressing(
-            (replica_type, index)
-            for replica_type, spec in job.replica_specs.items()
-            for index in range(1 if spec.replicas is None else spec.replicas)
+        self.substrate = options.make_substrate()
+        self.traits = self.substrate.traits
+        self.addressing: Addressing = self.substrate.addressing(
+            job,
+            (
+                (replica_type, index)
+                for replica_type, spec in job.replica_specs.items()
+                for index in range(1 if spec.replicas is None else spec.replicas)
+            ),
         )
         self.config_files: dict[str, str] = self.framework.config_files(job, self.addressing, [])
         self.plans: dict[ReplicaKey, ReplicaPlan] = {
-            key: plan_replica(job, *key, self.addressing) for key in desired_replicas(job, TRAITS)
+            key: plan_replica(job, *key, self.addressing) for key in desired_replicas(job, self.traits)
         }
-        self.specs: dict[ReplicaKey, LaunchSpec] = self._launch_specs()
+        self.substrate.prepare(RunContext(job, self.framework, self.plans, self.config_files, self.directory))
         names = [short_name(*key) for key in self.plans]
         self.display = options.display or make_display(names, quiet=options.quiet)
-        self.processes: dict[ReplicaKey, ReplicaProcess] = {}
+        self.processes: dict[ReplicaKey, Replica] = {}
         self.events: list[dict[str, str]] = []
         self._replaced: dict[ReplicaKey, tuple[int, list[int]]] = {}
         """Per replica, the restarts and exit codes of processes already deleted (ExitCode restarts)."""
@@ -122,37 +136,6 @@ class LocalRun:
         self._started_at = time.time()
 
     # --- preparation: everything that can be wrong is found before anything starts -------------
-
-    def _launch_specs(self) -> dict[ReplicaKey, LaunchSpec]:
-        base_env = dict(os.environ if self.options.base_env is None else self.options.base_env)
-        devices = self._assign_gpus()
-        mounts = self._config_mounts()
-        specs: dict[ReplicaKey, LaunchSpec] = {}
-        for key, plan in self.plans.items():
-            extra = dict(self.framework.local_root_env) if os.geteuid() == 0 else {}
-            if short_name(*key) in devices:
-                extra[CUDA_VISIBLE_DEVICES] = ",".join(devices[short_name(*key)])
-            spec = launch_spec(plan, self.job, cwd=self.options.cwd, base_env=base_env, extra_env=extra)
-            specs[key] = _remount(spec, mounts)
-        return specs
-
-    def _assign_gpus(self) -> dict[str, list[str]]:
-        requests = []
-        for key, plan in self.plans.items():
-            position, container = main_container(plan)
-            container_path = f"{self.job.replica_specs_path}.{key[0]}.template.spec.containers[{position}]"
-            path = f"{container_path}.resources.limits"
-            requests.append(GpuRequest(short_name(*key), path, requested_gpus(container)))
-        if not any(r.count for r in requests):
-            return {}
-        return assign_gpus(requests, self.options.detect_gpus())
-
-    def _config_mounts(self) -> dict[str, str]:
-        """Where the framework's mounted files (MPI hostfile) live locally: mount path → directory."""
-        mount = self.framework.config_mount_path
-        if not self.config_files or mount is None:
-            return {}
-        return {mount: str(self.directory.config_dir)}
 
     def _write_config_files(self) -> None:
         for name, content in self.config_files.items():
@@ -166,19 +149,23 @@ class LocalRun:
         # A previous run of the same job name is replaced: its logs would otherwise be appended to.
         self.directory.reset()
         self._write_config_files()
-        self._note_ignored_fields()
+        for note in self.substrate.notes():
+            self.display.note(note)
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, self._interrupt, signum)
         if self.options.adopt_orphans:
             orphans.become_subreaper()
         self.display.start()
+        outcome = Outcome.INTERRUPTED
         try:
+            await self.substrate.open()
             outcome = await self._reconcile_until_done()
             if outcome is not Outcome.INTERRUPTED:
                 await self._drain()
         finally:
             await self._stop_all()
+            await self.substrate.close(interrupted=outcome is Outcome.INTERRUPTED)
             if self.options.adopt_orphans:
                 orphans.kill_adopted()
             for signum in (signal.SIGINT, signal.SIGTERM):
@@ -193,7 +180,7 @@ class LocalRun:
             if self._interrupts:
                 return Outcome.INTERRUPTED
             observation = Observation(replicas=tuple(p.observe() for p in self.processes.values()))
-            decision = reconcile(self.job, observation, datetime.now(UTC), TRAITS)
+            decision = reconcile(self.job, observation, datetime.now(UTC), self.traits)
             self.job = self.job.with_status(decision.status)
             await self._carry_out(decision.actions)
             self._record(finished=False)
@@ -227,11 +214,11 @@ class LocalRun:
 
     async def _create(self, replica_type: str, index: int) -> None:
         key = (replica_type, index)
-        if key in self.processes or key not in self.specs:
+        if key in self.processes or key not in self.plans:
             return
-        spec = self.specs[key]
-        log = ReplicaLog(spec.prefix, self.directory.log_path(spec.prefix), self.display.line)
-        process = ReplicaProcess(spec, log, self._changed.set)
+        prefix = short_name(*key)
+        log = ReplicaLog(prefix, self.directory.log_path(prefix), self.display.line)
+        process = self.substrate.replica(key, log, self._changed.set)
         await process.start()
         self.processes[key] = process
 
@@ -239,7 +226,7 @@ class LocalRun:
         key = (replica_type, index)
         process = self.processes.pop(key, None)
         if process is not None:
-            await process.stop(self.options.grace_period)
+            await process.delete(self.options.grace_period)
             restarts, codes = self._replaced.get(key, (0, []))
             recreated = 1 if reason == RESTART_REASON else 0
             self._replaced[key] = (
@@ -291,17 +278,9 @@ class LocalRun:
 
     # --- reporting -----------------------------------------------------------------------------
 
-    def _note_ignored_fields(self) -> None:
-        images = sorted({str(main_container(p)[1].get("image")) for p in self.plans.values()} - {"None"})
-        if images:
-            self.display.note(
-                f"image {', '.join(images)} is ignored locally: each replica runs its command on this "
-                f"machine, with {sys.executable} first on PATH, in {self.options.cwd}"
-            )
-
     def _replica_records(self) -> list[ReplicaRecord]:
         records = []
-        for key, spec in self.specs.items():
+        for key in self.plans:
             process = self.processes.get(key)
             replaced_restarts, replaced_codes = self._replaced.get(key, (0, []))
             state = process.state if process is not None else None
@@ -311,15 +290,15 @@ class LocalRun:
                 phase = str(process.observe().phase)
             records.append(
                 ReplicaRecord(
-                    name=spec.prefix,
-                    replica_type=spec.replica_type,
-                    index=spec.index,
+                    name=short_name(*key),
+                    replica_type=key[0],
+                    index=key[1],
                     pid=state.pid if state is not None and state.running else None,
                     phase=phase,
                     restarts=replaced_restarts + (state.restarts if state is not None else 0),
                     exit_code=state.exit_code if state is not None else None,
                     exit_codes=replaced_codes + (list(state.history) if state is not None else []),
-                    log=str(self.directory.log_path(spec.prefix)),
+                    log=str(self.directory.log_path(short_name(*key))),
                 )
             )
         return records
@@ -349,22 +328,3 @@ class LocalRun:
             replicas=tuple(self._replica_records()),
             started_at=self._started_at,
         )
-
-
-def _remount(spec: LaunchSpec, mounts: Mapping[str, str]) -> LaunchSpec:
-    """Paths under a pod mount (``/etc/mpi/hostfile``) pointed at the run's local copy."""
-    if not mounts:
-        return spec
-
-    def local(value: str) -> str:
-        for mount, directory in mounts.items():
-            root = mount.rstrip("/")
-            if value == root or value.startswith(root + "/"):
-                return directory + value[len(root) :]
-        return value
-
-    return replace(
-        spec,
-        argv=tuple(local(a) for a in spec.argv),
-        env={name: local(value) for name, value in spec.env.items()},
-    )
