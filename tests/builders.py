@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from typer.testing import CliRunner
+
 from kubetrain.api.common import ReplicaStatus
 from kubetrain.api.jobs import V1, TrainingJob
 from kubetrain.api.manifest import parse_job
@@ -100,3 +102,13 @@ def status_context(
 
 def counted(active: int = 0, succeeded: int = 0, failed: int = 0) -> ReplicaStatus:
     return ReplicaStatus(active=active, succeeded=succeeded, failed=failed)
+
+
+def cli_runner() -> CliRunner:
+    """A CliRunner with the same terminal everywhere: 200 columns.
+
+    typer draws usage errors in a rich box as wide as the terminal, so a message wraps differently in
+    a narrow terminal (or none, in CI: 80 columns), and a test of its words would pass only where the
+    terminal happens to be wide enough.
+    """
+    return CliRunner(env={"COLUMNS": "200"})

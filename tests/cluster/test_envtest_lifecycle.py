@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
+from builders import cli_runner
 from kubetrain.cli.main import app
 from kubetrain.envtest import binaries, controlplane, processes
 from kubetrain.envtest.kubeapi import KubeApi
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.cluster
 def test_a_second_envtest_runs_beside_the_first_and_stop_ends_all_its_processes(
     envtest: EnvtestCluster, tmp_path: Path
 ) -> None:
-    runner = CliRunner()
+    runner = cli_runner()
     started = runner.invoke(app, ["envtest", "start", "--dir", str(tmp_path), "--nodes", "1"])
     assert started.exit_code == 0, started.output
     try:
@@ -40,7 +40,7 @@ def test_a_second_envtest_runs_beside_the_first_and_stop_ends_all_its_processes(
 def test_env_exports_the_kubeconfig_and_puts_the_built_kubectl_first_on_path(envtest: EnvtestCluster) -> None:
     if envtest.run_dir is None:
         pytest.skip("the cluster of KUBETRAIN_KUBECONFIG has no envtest run directory")
-    result = CliRunner().invoke(app, ["envtest", "env", "--dir", str(envtest.run_dir)])
+    result = cli_runner().invoke(app, ["envtest", "env", "--dir", str(envtest.run_dir)])
 
     assert result.exit_code == 0, result.output
     assert f"export KUBECONFIG={envtest.kubeconfig.resolve()}" in result.stdout

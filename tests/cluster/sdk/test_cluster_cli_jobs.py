@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 from cluster_sdk_support import CRDS, eventually, pytorch_job, running_operator
-from typer.testing import CliRunner
 
+from builders import cli_runner
 from kubetrain.cli.main import app
 from kubetrain.envtest.crds import install_crds
 from kubetrain.envtest.kubeapi import KubeApi
@@ -34,7 +34,7 @@ def operator(envtest: EnvtestCluster, job_crds: list[str], namespace: str, tmp_p
 
 @pytest.fixture
 def kubetrain(envtest: EnvtestCluster, namespace: str) -> Any:
-    runner = CliRunner()
+    runner = cli_runner()
 
     def invoke(*args: str, kubeconfig: Path | None = None) -> Any:
         config = kubeconfig or envtest.kubeconfig

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 import yaml
-from typer.testing import CliRunner
 
+from builders import cli_runner
 from kubetrain.cli.get import WATCH_INTERVAL
 from kubetrain.cli.main import app
 from kubetrain.sdk import TrainingClient
@@ -43,7 +43,7 @@ RANK_LAST = f"import time; time.sleep(1)\n{RANK}"
 
 @pytest.fixture
 def kubetrain(state_dir: Path) -> Iterator[Any]:
-    runner = CliRunner()
+    runner = cli_runner()
 
     def invoke(*args: str) -> Any:
         return runner.invoke(app, [*args, "--local", "--state-dir", str(state_dir)])

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from typer.testing import CliRunner
 
+from builders import cli_runner
 from kubetrain.cli.main import app
 from kubetrain.frameworks.crds import (
     MpiApi,
@@ -49,28 +49,28 @@ def test_the_alternative_directory_holds_only_the_v1_mpijob() -> None:
 
 
 def test_manifests_crds_prints_every_crd_as_one_yaml_stream() -> None:
-    result = CliRunner().invoke(app, ["manifests", "crds"])
+    result = cli_runner().invoke(app, ["manifests", "crds"])
     assert result.exit_code == 0, result.output
     documents = list(yaml.safe_load_all(result.stdout))
     assert documents == all_crds(MpiApi.V2BETA1)
 
 
 def test_manifests_crds_mpi_api_v1_swaps_the_mpijob_crd() -> None:
-    result = CliRunner().invoke(app, ["manifests", "crds", "--mpi-api", "v1", "--kind", "mpijob"])
+    result = cli_runner().invoke(app, ["manifests", "crds", "--mpi-api", "v1", "--kind", "mpijob"])
     assert result.exit_code == 0, result.output
     [mpijob] = yaml.safe_load_all(result.stdout)
     assert mpijob["spec"]["versions"][0]["name"] == "v1"
 
 
 def test_manifests_crds_writes_one_file_per_crd(tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["manifests", "crds", "--output-dir", str(tmp_path)])
+    result = cli_runner().invoke(app, ["manifests", "crds", "--output-dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
     written = {path.name: path.read_text() for path in tmp_path.iterdir()}
     assert written == {crd_file_name(crd): crd_file_text(crd) for crd in all_crds(MpiApi.V2BETA1)}
 
 
 def test_an_unknown_kind_is_an_error_that_lists_the_kinds() -> None:
-    result = CliRunner().invoke(app, ["manifests", "crds", "--kind", "SparkJob"])
+    result = cli_runner().invoke(app, ["manifests", "crds", "--kind", "SparkJob"])
     assert result.exit_code == 2
     assert "--kind sparkjob is not a kind kubetrain serves; use one of JAXJob, MPIJob, MXJob" in result.stderr
 
@@ -103,6 +103,6 @@ def test_a_document_without_the_markers_is_refused() -> None:
 
 
 def test_manifests_api_reference_prints_the_generated_section() -> None:
-    result = CliRunner().invoke(app, ["manifests", "api-reference"])
+    result = cli_runner().invoke(app, ["manifests", "api-reference"])
     assert result.exit_code == 0, result.output
     assert result.stdout == api_reference()

@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from builders import job
+from builders import cli_runner, job
 from kubetrain.cli.main import app
 from kubetrain.engine.admission import admit
 from kubetrain.engine.planning import plan_replica
@@ -111,7 +110,7 @@ def test_a_named_file_that_does_not_exist_is_refused_naming_its_path(tmp_path: P
 
 def test_the_operator_refuses_to_start_with_a_named_template_file_that_does_not_exist(tmp_path: Path) -> None:
     missing = tmp_path / "nope.yaml"
-    result = CliRunner().invoke(app, ["operator", "--pytorch-init-container-template-file", str(missing)])
+    result = cli_runner().invoke(app, ["operator", "--pytorch-init-container-template-file", str(missing)])
     assert result.exit_code == 2
     assert "--pytorch-init-container-template-file" in result.output and "nope.yaml" in result.output
 
@@ -119,7 +118,7 @@ def test_the_operator_refuses_to_start_with_a_named_template_file_that_does_not_
 def test_the_operator_refuses_to_start_with_an_unsupported_template(tmp_path: Path) -> None:
     bad = tmp_path / "init.yaml"
     bad.write_text("- name: w\n  image: {{.Image}}\n")
-    result = CliRunner().invoke(app, ["operator", "--pytorch-init-container-template-file", str(bad)])
+    result = cli_runner().invoke(app, ["operator", "--pytorch-init-container-template-file", str(bad)])
     assert result.exit_code == 2
     assert "line 2" in result.output and "MasterAddr" in result.output
 

@@ -10,8 +10,8 @@ import os
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
+from builders import cli_runner
 from kubetrain.api.manifest import load_jobs
 from kubetrain.cli.main import app
 from kubetrain.cli.output import to_yaml
@@ -32,14 +32,14 @@ def _check(golden: Path, output: str) -> None:
 
 @pytest.mark.parametrize("manifest", MANIFESTS, ids=[m.stem for m in MANIFESTS])
 def test_kubernetes_plan_matches_golden(manifest: Path) -> None:
-    result = CliRunner().invoke(app, ["plan", str(manifest)])
+    result = cli_runner().invoke(app, ["plan", str(manifest)])
     assert result.exit_code == 0, result.output
     _check(HERE / "golden" / "kubernetes" / manifest.name, result.stdout)
 
 
 def test_volcano_plan_adds_the_pod_group_and_pod_decoration() -> None:
     manifest = HERE / "manifests" / "pytorch-master-workers.yaml"
-    result = CliRunner().invoke(app, ["plan", str(manifest), "--gang-scheduler-name", "volcano"])
+    result = cli_runner().invoke(app, ["plan", str(manifest), "--gang-scheduler-name", "volcano"])
     assert result.exit_code == 0, result.output
     _check(HERE / "golden" / "volcano" / manifest.name, result.stdout)
 
@@ -60,6 +60,6 @@ def test_an_invalid_manifest_exits_2_naming_the_field(tmp_path: Path) -> None:
     manifest.write_text(
         (HERE / "manifests" / "jaxjob.yaml").read_text().replace("replicas: 2", "replicas: -1")
     )
-    result = CliRunner().invoke(app, ["plan", str(manifest)])
+    result = cli_runner().invoke(app, ["plan", str(manifest)])
     assert result.exit_code == 2
     assert "spec.jaxReplicaSpecs.Worker.replicas" in result.stderr

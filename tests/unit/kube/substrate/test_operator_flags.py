@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from typer.testing import CliRunner
 
+from builders import cli_runner
 from kubetrain.cli.main import app
 from kubetrain.cli.operator import enabled_frameworks
 from kubetrain.frameworks.crds import MpiApi
@@ -12,7 +12,7 @@ from kubetrain.kube.health import parse_bind_address
 
 
 def test_an_unknown_scheme_is_refused_naming_the_flag_and_the_known_ones() -> None:
-    result = CliRunner().invoke(app, ["operator", "--enable-scheme", "caffejob"])
+    result = cli_runner().invoke(app, ["operator", "--enable-scheme", "caffejob"])
     assert result.exit_code == 2
     assert "--enable-scheme" in result.output and "pytorchjob" in result.output
 
@@ -44,7 +44,7 @@ def test_a_named_scheme_keeps_its_mpijob_version_whatever_the_mpi_api() -> None:
 
 
 def test_an_unknown_mpi_api_is_refused_naming_the_flag() -> None:
-    result = CliRunner().invoke(app, ["operator", "--mpi-api", "v3"])
+    result = cli_runner().invoke(app, ["operator", "--mpi-api", "v3"])
     assert result.exit_code == 2
     assert "--mpi-api" in result.output
 
