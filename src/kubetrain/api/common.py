@@ -59,7 +59,7 @@ class ReplicaSpec(WireModel):
     replicas: int | None = None
     """Desired number of replicas of this type; defaults to 1 (MPI Worker: 0)."""
     template: dict[str, Any] = Field(default_factory=dict)
-    """The pod template (a ``PodTemplateSpec``), kept as written; kubetrain checks it, the CRD does not."""
+    """The pod template (a ``PodTemplateSpec``), kept as written; the fields kubetrain reads are typed."""
     restart_policy: RestartPolicy | None = None
     """Always, OnFailure, Never or ExitCode (restart on exit codes 128-255); default per kind."""
 

@@ -4,9 +4,10 @@ The pydantic JSON schema of a job model is rewritten into a Kubernetes *structur
 ``$defs`` inlined, ``Optional`` collapsed to its type, titles and pydantic defaults dropped,
 ``dict[str, Any]`` (pod templates, metrics) kept as ``x-kubernetes-preserve-unknown-fields``
 objects and ``int | str`` as ``x-kubernetes-int-or-string``. Pod templates are not expanded into
-the full ``PodTemplateSpec`` schema: that keeps each CRD a few kilobytes, small enough for a plain
-client-side ``kubectl apply`` (upstream's 600 KB CRDs need ``--server-side``); the frameworks'
-validation checks templates before any pod is created.
+the full ``PodTemplateSpec`` schema: that keeps each CRD a few tens of kilobytes, small enough for a
+plain client-side ``kubectl apply`` (upstream's 600 KB CRDs need ``--server-side``). Only the
+template fields kubetrain reads or writes are typed (``api.podtemplate``), the same schema admission
+checks; the rest is checked by the API server when a pod is created.
 
 Validation that upstream does in admission webhooks is carried by the CRD itself: schema
 ``enum`` and ``minimum`` where a value is checked alone, CEL ``x-kubernetes-validations`` where
@@ -25,12 +26,18 @@ from typing import Any
 import yaml
 
 from kubetrain.api.jobs import GROUP, TrainingJob
+from kubetrain.api.podtemplate import pod_template_schema
 
 DNS1035_LABEL_MAX = 63
 """Pods and Services are named ``<job>-<type>-<index>``; a Service name is a DNS-1035 label."""
 
 MAX_REPLICA_MAP_KEYS = 16
 """Upper bound of any replica map; the kinds have at most six replica types."""
+
+MAX_REPLICAS_CEILING = 150_000  # engine.types.CLUSTER_CEILING is the same number
+"""The schema's hard ceiling on one replica type's count: Kubernetes' supported maximum of pods in a
+whole cluster (its scalability thresholds), so no real job is refused by it. The operator's own,
+lower limits (``--max-replicas-per-type``, ``--max-replicas-per-job``) are checked in admission."""
 
 Schema = dict[str, Any]
 
@@ -238,7 +245,12 @@ def _constrain_common_fields(
     # loose on purpose: a schema error suppresses every CEL rule, and the key whitelist's message
     # (which names the valid types) helps more than "Too many: 3: must have at most 2 items".
     replicas["maxProperties"] = MAX_REPLICA_MAP_KEYS
-    replicas["additionalProperties"]["properties"]["replicas"]["minimum"] = 0
+    replica_spec = replicas["additionalProperties"]
+    replica_spec["properties"]["replicas"].update(minimum=0, maximum=MAX_REPLICAS_CEILING)
+    description = replica_spec["properties"]["template"].get("description")
+    replica_spec["properties"]["template"] = pod_template_schema()
+    if description:
+        replica_spec["properties"]["template"]["description"] = description
 
 
 def _common_rules(replica_map: str, replica_types: Sequence[str]) -> dict[str, Sequence[Rule]]:
@@ -361,8 +373,12 @@ def _value_checks(node: Schema) -> list[str]:
         checks.append("one of " + ", ".join(f"`{json.dumps(v) if v == '' else v}`" for v in node["enum"]))
     if "minimum" in node:
         checks.append(f">= {node['minimum']}")
+    if "maximum" in node:
+        checks.append(f"<= {node['maximum']}")
+    if "pattern" in node:
+        checks.append("a quantity" if "KMGTPE" in node["pattern"] else f"matches `{node['pattern']}`")
     if node.get("x-kubernetes-preserve-unknown-fields"):
-        checks.append("not checked by the CRD")
+        checks.append("other fields not checked" if "properties" in node else "not checked by the CRD")
     return checks
 
 

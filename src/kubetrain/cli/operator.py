@@ -10,6 +10,8 @@ from typing import Any
 
 import typer
 
+from kubetrain.api.crd import MAX_REPLICAS_CEILING
+from kubetrain.engine.types import DEFAULT_MAX_REPLICAS_PER_JOB, DEFAULT_MAX_REPLICAS_PER_TYPE, ReplicaLimits
 from kubetrain.frameworks.base import Framework, InitSettings
 from kubetrain.frameworks.crds import DEFAULT_MPI_API, MpiApi, frameworks_for
 from kubetrain.frameworks.registry import framework_by_name
@@ -136,6 +138,19 @@ def operator(
     resync_period: float = typer.Option(
         300.0, "--resync-period", min=1.0, help="Seconds between reconciles of every job, changed or not."
     ),
+    max_replicas_per_type: int = typer.Option(
+        DEFAULT_MAX_REPLICAS_PER_TYPE,
+        "--max-replicas-per-type",
+        min=1,
+        max=MAX_REPLICAS_CEILING,
+        help="Most replicas of one type a job may ask for; more fails it (InvalidSpec).",
+    ),
+    max_replicas_per_job: int = typer.Option(
+        DEFAULT_MAX_REPLICAS_PER_JOB,
+        "--max-replicas-per-job",
+        min=1,
+        help="Most replicas of all types together a job may ask for; more fails it (InvalidSpec).",
+    ),
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
 ) -> None:
     """Run the operator: reconcile PyTorchJob, TFJob, XGBoostJob, PaddleJob, JAXJob, MXJob and MPIJob.
@@ -166,6 +181,7 @@ def operator(
         health_address=_address(health_probe_bind_address, "--health-probe-bind-address"),
         # Upstream's training operator reads this from its environment only (no flag).
         cluster_domain=os.environ.get(CLUSTER_DOMAIN_ENV) or None,
+        limits=ReplicaLimits(per_type=max_replicas_per_type, per_job=max_replicas_per_job),
     )
     try:
         code = asyncio.run(_run(kubeconfig, kube_api_qps, kube_api_burst, settings))

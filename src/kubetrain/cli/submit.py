@@ -24,6 +24,7 @@ from kubetrain.cli.jobs import (
 from kubetrain.cli.output import to_json, to_yaml
 from kubetrain.cli.tables import qualified_name
 from kubetrain.engine.admission import admit
+from kubetrain.engine.types import CLUSTER_CEILING
 
 
 def submit(
@@ -56,7 +57,11 @@ def submit(
     except OSError as error:
         raise typer.BadParameter(f"cannot read {file}: {error.strerror}", param_hint="FILE") from None
     try:
-        jobs = [admit(parse_job(document, strict=True)) for document in load_documents(text)]
+        # The operator's own limits are its flags; a client can only refuse what no cluster can run.
+        jobs = [
+            admit(parse_job(document, strict=True), limits=CLUSTER_CEILING)
+            for document in load_documents(text)
+        ]
     except InvalidJobError as error:
         fail_invalid(source, error)
     if not jobs:

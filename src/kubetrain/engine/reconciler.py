@@ -65,7 +65,7 @@ def reconcile(
     force_stuck_replicas(ctx)
 
     try:
-        ctx.job = admit(job, framework)
+        ctx.job = admit(job, framework, traits.limits)
     except InvalidJobError as error:
         _fail_invalid(ctx, error)
         return ctx.decision()
@@ -78,6 +78,33 @@ def reconcile(
         delete_autoscaler(ctx)
     else:
         _run(ctx)
+    return ctx.decision()
+
+
+def reject(
+    job: TrainingJob,
+    error: InvalidJobError,
+    now: datetime,
+    traits: Traits,
+    framework: Framework[Any] | None = None,
+) -> Decision:
+    """The Decision for a job whose spec the model cannot even read: Failed, reason ``InvalidSpec``.
+
+    ``job`` is what could be read of it (identity, status, managedBy; see ``api.manifest.job_shell``).
+    The failure is final at once: retrying cannot make the spec readable, and a job that sits at
+    ``Created`` while the operator logs errors tells its author nothing."""
+    framework = framework or framework_for(job)
+    managed_by = job.run_policy.managed_by
+    if (managed_by is not None and managed_by != framework.managed_by_self) or job.status.is_finished:
+        return Decision(status=job.status)
+    ctx = ReconcileContext.start(job, framework, observation=Observation(), now=now, traits=traits)
+    if not ctx.status.conditions:
+        ctx.set_condition(
+            ConditionType.CREATED,
+            condition_reason(ctx.kind, ConditionType.CREATED),
+            created_message(ctx.kind, ctx.name),
+        )
+    _fail_invalid(ctx, error)
     return ctx.decision()
 
 

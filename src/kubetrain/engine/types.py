@@ -73,6 +73,30 @@ class Observation:
     """Whether the job's HorizontalPodAutoscaler exists; ``None`` when the substrate has none (local)."""
 
 
+DEFAULT_MAX_REPLICAS_PER_TYPE = 5_000
+"""One pod per node of the largest cluster Kubernetes supports (5,000 nodes): a replica type larger
+than that cannot be scheduled at once anywhere, and the biggest real training jobs (tens of thousands
+of GPUs at 8 per pod) stay well under it."""
+
+DEFAULT_MAX_REPLICAS_PER_JOB = 10_000
+"""Two pods per node of the largest supported cluster, across all of a job's replica types (PS and
+Workers, or a Launcher and Workers); far under Kubernetes' 150,000 pods per cluster."""
+
+
+@dataclass(frozen=True)
+class ReplicaLimits:
+    """How many replicas one job may ask for; checked in admission, before anything per replica exists."""
+
+    per_type: int = DEFAULT_MAX_REPLICAS_PER_TYPE
+    per_job: int = DEFAULT_MAX_REPLICAS_PER_JOB
+
+
+CLUSTER_CEILING = ReplicaLimits(per_type=150_000, per_job=150_000)
+"""What no cluster can run, whatever an operator's limits: Kubernetes' 150,000 pods per cluster. For
+clients that cannot know the operator's configured limits (``submit``, the SDK); the CRDs'
+``maximum`` on a replica count is the same number."""
+
+
 @dataclass(frozen=True)
 class Traits:
     """What the substrate can do, so one engine serves both."""
@@ -84,6 +108,8 @@ class Traits:
     batch_jobs: bool = False
     """Replica types a framework ``runs_as_batch_job`` are ``batch/v1`` Jobs here (Kubernetes): their
     restarts, backoffLimit, deadline and TTL are the Job controller's, not the engine's."""
+    limits: ReplicaLimits = ReplicaLimits()
+    """The operator's (or the local runner's) replica limits."""
 
 
 # --- actions ---------------------------------------------------------------------------------

@@ -241,7 +241,14 @@ def api_reference() -> str:
         markdown_table(_FIELD_HEADER, field_rows(schema_node(sample, "spec.runPolicy"))),
         "#### `spec.<replica map>.<type>` (a replica spec)",
         "",
-        markdown_table(_FIELD_HEADER, field_rows(schema_node(sample, f"{replica_map}.*"))),
+        markdown_table(
+            _FIELD_HEADER, field_rows(schema_node(sample, f"{replica_map}.*"), stop_at=("template",))
+        ),
+        "#### `spec.<replica map>.<type>.template` (the pod-template fields kubetrain reads or writes)",
+        "",
+        markdown_table(
+            _FIELD_HEADER, field_rows(schema_node(sample, f"{replica_map}.*.template"), "template")
+        ),
         "#### `status`",
         "",
         markdown_table(_FIELD_HEADER, field_rows(schema_node(sample, "status"))),

@@ -16,8 +16,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kubetrain.api.errors import InvalidJobError
-from kubetrain.api.manifest import parse_job
-from kubetrain.engine.reconciler import reconcile
+from kubetrain.api.manifest import job_shell, parse_job
+from kubetrain.engine.reconciler import reconcile, reject
 from kubetrain.engine.types import Phase, Traits
 from kubetrain.frameworks.addressing import ClusterAddressing
 from kubetrain.frameworks.base import Framework
@@ -133,6 +133,28 @@ class JobController:
             for resource in ("pods", "services")
         )
 
+    async def _reject(self, key: str, stored: KubeObject, error: InvalidJobError) -> None:
+        """A job the model cannot read is marked Failed (``InvalidSpec``) naming the field, once."""
+        try:
+            job = job_shell(stored)
+        except InvalidJobError as unreadable:
+            _log_outcome(self.kind, key, "unreadable", error=str(error), identity=str(unreadable))
+            return
+        decision = reject(job, error, datetime.now(UTC), self._traits, self.framework)
+        outcome = await self._actor.carry_out(Target(key, stored, job, self.framework), decision)
+        if outcome.written_job is not None:
+            self.jobs.apply(ChangeType.MODIFIED, strip_managed_fields(outcome.written_job))
+        _log_outcome(
+            self.kind,
+            key,
+            "invalid",
+            error=str(error),
+            status_written=outcome.status_written,
+        )
+        if outcome.errors:
+            # Writing the Failed condition failed (a conflict, the API server away): that is retried.
+            raise ReconcileError("; ".join(outcome.errors))
+
     async def reconcile(self, key: str) -> float | None:
         """Reconcile one job; returns when to look again (None: only on change)."""
         started = time.monotonic()
@@ -148,8 +170,8 @@ class JobController:
         try:
             job = parse_job(stored)
         except InvalidJobError as error:
-            # The CRD schema makes this unreachable for jobs the API server admitted; never retry it.
-            _log_outcome(self.kind, key, "unreadable", error=str(error))
+            # Stored before the CRD had a rule, or under a CRD without it: fail it once, never retry.
+            await self._reject(key, stored, error)
             return None
         uid = str(job.metadata.uid or "")
         pods = self._children.pods.by_owner(uid)

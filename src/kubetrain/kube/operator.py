@@ -21,7 +21,7 @@ from lightkube.resources.autoscaling_v2 import HorizontalPodAutoscaler
 from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import Pod, Service
 
-from kubetrain.engine.types import Traits
+from kubetrain.engine.types import ReplicaLimits, Traits
 from kubetrain.frameworks.addressing import ClusterAddressing
 from kubetrain.frameworks.base import Framework
 from kubetrain.frameworks.labels import OPERATOR_NAME_LABEL
@@ -64,6 +64,8 @@ class OperatorSettings:
     identity: str = field(default_factory=default_identity)
     cluster_domain: str | None = None
     """Suffix of the service names in TF_CONFIG and hostfiles (upstream's ``CUSTOM_CLUSTER_DOMAIN``)."""
+    limits: ReplicaLimits = field(default_factory=ReplicaLimits)
+    """Replicas one job may ask for (``--max-replicas-per-type``, ``--max-replicas-per-job``)."""
 
 
 class MissingCrdError(Exception):
@@ -148,7 +150,12 @@ class Operator:
             addressing,
             companion_recheck_period=settings.resync_period,
         )
-        traits = Traits(colocated=False, gang_scheduler=settings.render.gang_scheduler, batch_jobs=True)
+        traits = Traits(
+            colocated=False,
+            gang_scheduler=settings.render.gang_scheduler,
+            batch_jobs=True,
+            limits=settings.limits,
+        )
 
         for framework in settings.frameworks:
             resource = job_resource(framework)

@@ -20,6 +20,8 @@ from lightkube.resources.core_v1 import Pod
 from kubetrain.api.common import ConditionType, JobCondition
 from kubetrain.api.jobs import TrainingJob
 from kubetrain.api.manifest import parse_job
+from kubetrain.engine.admission import admit
+from kubetrain.engine.types import CLUSTER_CEILING
 from kubetrain.frameworks.labels import (
     JOB_NAME_LABEL,
     JOB_ROLE_LABEL,
@@ -145,6 +147,8 @@ class TrainingClient:
                     env_vars=env_vars,
                 )
             )
+        # Refused here with the field named, rather than by the API server or the operator later.
+        admit(model, limits=CLUSTER_CEILING)
         target = self._namespace(namespace or model.metadata.namespace)
         model = model.model_copy(update={"metadata": model.metadata.model_copy(update={"namespace": target})})
         created = self.backend.create(model, dry_run=dry_run)

@@ -96,11 +96,34 @@ def test_the_structural_checker_rejects_refs_and_unions() -> None:
     assert any("'anyOf'" in problem for problem in problems)
 
 
-def test_pod_templates_are_preserved_as_unknown_fields() -> None:
+def test_pod_template_fields_kubetrain_never_reads_are_preserved_as_unknown_fields() -> None:
     template = schema_node(_schema(_crd("PyTorchJob/v1")), "spec.pytorchReplicaSpecs.*.template")
     assert template["type"] == "object"
     assert template["x-kubernetes-preserve-unknown-fields"] is True
-    assert "properties" not in template
+    container = schema_node(template, "spec.containers.[]")
+    assert container["x-kubernetes-preserve-unknown-fields"] is True
+    assert "securityContext" not in container["properties"]
+
+
+def test_pod_template_fields_kubetrain_reads_are_typed_in_the_schema() -> None:
+    template = schema_node(_schema(_crd("PyTorchJob/v1")), "spec.pytorchReplicaSpecs.*.template")
+    container = schema_node(template, "spec.containers.[]")
+    assert schema_node(container, "env.[]")["type"] == "object"
+    assert schema_node(container, "env.[]")["required"] == ["name"]
+    assert schema_node(container, "ports.[].containerPort") == {"type": "integer", "minimum": 1, "maximum": 65535}
+    assert schema_node(container, "command")["items"] == {"type": "string"}
+    assert schema_node(template, "metadata.labels")["additionalProperties"] == {"type": "string"}
+
+
+def test_replica_counts_have_a_hard_ceiling_of_a_clusters_pods() -> None:
+    replicas = schema_node(_schema(_crd("PyTorchJob/v1")), "spec.pytorchReplicaSpecs.*.replicas")
+    assert replicas["maximum"] == 150_000
+
+
+@pytest.mark.parametrize("kind_version", sorted(EVERY_CRD))
+def test_every_crd_fits_the_last_applied_annotation_of_a_client_side_apply(kind_version: str) -> None:
+    # kubectl apply stores the whole object as JSON in an annotation; all annotations share 256 KiB.
+    assert len(json.dumps(_crd(kind_version), separators=(",", ":"))) < 64 * 1024
 
 
 def test_elastic_metrics_are_preserved_as_unknown_fields() -> None:
