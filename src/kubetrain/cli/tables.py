@@ -9,12 +9,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-
-from lightkube.resources.core_v1 import Pod
+from typing import TYPE_CHECKING
 
 from kubetrain.api.jobs import TrainingJob
 from kubetrain.sdk.backends.base import JobEvent
 from kubetrain.sdk.kinds import kind_of
+
+if TYPE_CHECKING:
+    # lightkube's import pulls in its HTTP client: only for the annotations, not for every CLI command.
+    from lightkube.resources.core_v1 import Pod
 
 
 def age(since: datetime | None, now: datetime) -> str:

@@ -13,9 +13,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
-
-from lightkube.resources.core_v1 import Pod
+from typing import TYPE_CHECKING, Any
 
 from kubetrain.api.common import ConditionType, JobCondition
 from kubetrain.api.jobs import TrainingJob
@@ -33,6 +31,10 @@ from kubetrain.sdk.backends.base import Backend, JobEvent
 from kubetrain.sdk.errors import JobFailedError
 from kubetrain.sdk.functions import DEFAULT_PIP_INDEX_URL, EnvVars, FunctionJobRequest, build_job
 from kubetrain.sdk.kinds import JobKind, kind_of, resolve_kind
+
+if TYPE_CHECKING:
+    # lightkube's import pulls in its HTTP client: only for the annotations, not for every CLI command.
+    from lightkube.resources.core_v1 import Pod
 
 log = logging.getLogger(__name__)
 

@@ -6,12 +6,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
-
-from lightkube.resources.core_v1 import Pod
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kubetrain.api.jobs import TrainingJob
 from kubetrain.sdk.kinds import JobKind
+
+if TYPE_CHECKING:
+    # lightkube's import pulls in its HTTP client: only for the annotations, not for every CLI command.
+    from lightkube.resources.core_v1 import Pod
 
 
 @dataclass(frozen=True)

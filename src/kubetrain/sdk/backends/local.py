@@ -18,12 +18,9 @@ import time
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
-from lightkube.models.core_v1 import ContainerStatus, PodStatus
-from lightkube.models.meta_v1 import ObjectMeta
-from lightkube.resources.core_v1 import Pod
 
 from kubetrain.api.common import ConditionStatus, ConditionType, JobCondition
 from kubetrain.api.jobs import TrainingJob
@@ -39,6 +36,10 @@ from kubetrain.sdk.errors import (
 )
 from kubetrain.sdk.kinds import JobKind, kind_of
 from kubetrain.sdk.selectors import matches
+
+if TYPE_CHECKING:
+    # lightkube's import pulls in its HTTP client: only for the annotations, not for every CLI command.
+    from lightkube.resources.core_v1 import Pod
 
 MANIFEST_FILE = "job.yaml"
 RUNNER_LOG_FILE = "runner.log"
@@ -319,6 +320,10 @@ _POD_PHASES = {"Pending", "Running", "Succeeded", "Failed"}
 
 def _pod(job: TrainingJob, replica: ReplicaRecord) -> Pod:
     """What a pod of this replica would say: its name, labels, phase and restarts."""
+    from lightkube.models.core_v1 import ContainerStatus, PodStatus
+    from lightkube.models.meta_v1 import ObjectMeta
+    from lightkube.resources.core_v1 import Pod
+
     framework = framework_for(job)
     phase = replica.phase if replica.phase in _POD_PHASES else "Unknown"
     return Pod(
