@@ -65,6 +65,11 @@ test-local: $(EXAMPLES_STAMP)
 helm-build: $(STAMP)
 	$(BIN)/python tools/helm/build.py
 
+# upstream's training operator (tools/training-operator pins v1.9.0), the peer bench/operator_side_by_side.py
+# measures kubetrain against; cached in ~/.cache/kubetrain/training-operator/<version>/.
+training-operator-build: $(STAMP)
+	$(BIN)/python tools/training-operator/build_operator.py
+
 # The checked-in CRDs (manifests/ and the Helm chart's copies) and the field reference in docs/api.md;
 # unit tests fail when they are stale.
 manifests: $(STAMP)

@@ -1,0 +1,359 @@
+"""kubetrain's operator beside upstream's training-operator v1.9.0, on the same machine, alternately.
+
+For each setting (``defaults``: each operator as it ships; ``best``: upstream ``--controller-threads 32``,
+which has no QPS flag, and kubetrain ``--controller-threads 32 --kube-api-qps 0``), each N and each run, both
+operators are measured one after the other (the order alternating between runs), each on a fresh envtest
+(``docs/development.md``: a reused one ends with its controller-manager busy deleting the last run's
+objects), with the same CRDs (upstream's, from its module) and the same harness as
+``bench/operator_throughput.py``: N PyTorchJobs (1 master + 3 workers) posted at once, 16 in flight.
+
+Reported per operator, and as the ratio kubetrain / upstream:
+
+- jobs/s until every pod and service exists;
+- reaction p50 / p99: each master pod set Running (16 patches in flight, on a settled operator) until the
+  job's Running condition is seen;
+- peak RSS of the operator process; its CPU seconds per job while creating.
+
+Upstream runs out of cluster as its Deployment would run it, less the kubelet: namespace
+``MY_POD_NAMESPACE`` (the bench's), an empty Secret ``training-operator-webhook-cert`` that its cert
+rotator fills, a ValidatingWebhookConfiguration ``validator.training-operator.kubeflow.org`` whose one
+webhook matches no resource (the rotator injects its CA there; no request is ever sent to it), and the
+Secret's certificate written to ``/tmp/k8s-webhook-server/serving-certs/`` as a volume mount would. It is
+ready when it logs its PyTorchJob controller's worker count.
+
+Usage (builds upstream on first use; one command runs it all, a few minutes per N = 500 pair)::
+
+    .venv/bin/python bench/operator_side_by_side.py --jobs 100 500 --runs 2 --markdown
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import json
+import os
+import secrets
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from operator_throughput import (
+    BENCH_NODE,
+    CREATE_CONCURRENCY,
+    OBJECTS_PER_JOB,
+    Watcher,
+    count,
+    cpu_seconds,
+    create_namespace,
+    percentile,
+    post_all,
+    pytorch_job,
+    react,
+    sample_rss,
+    wait_until,
+)
+
+from kubetrain.envtest.crds import install_crds
+from kubetrain.envtest.kubeapi import KubeApi
+from kubetrain.envtest.nodes import NodeShape, fake_node
+from kubetrain.kube.runtime.client import KubeClient, connect
+
+ROOT = Path(__file__).resolve().parents[1]
+KUBETRAIN = Path(sys.executable).parent / "kubetrain"
+UPSTREAM_BUILD = ROOT / "tools" / "training-operator" / "build_operator.py"
+CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
+WEBHOOK_SECRET = "training-operator-webhook-cert"
+WEBHOOK_CONFIGURATION = "validator.training-operator.kubeflow.org"
+UPSTREAM_READY = '"controller": "pytorchjob-controller", "worker count"'
+KUBETRAIN_READY = "caches synced"
+
+SETTINGS: dict[str, dict[str, list[str]]] = {
+    "defaults": {"upstream": [], "kubetrain": []},
+    "best": {
+        "upstream": ["--controller-threads", "32"],
+        "kubetrain": ["--controller-threads", "32", "--kube-api-qps", "0"],
+    },
+}
+
+
+@dataclass
+class Run:
+    operator: str
+    setting: str
+    jobs: int
+    jobs_per_s: float
+    p50_ms: float
+    p99_ms: float
+    peak_rss_mb: float
+    create_cpu_ms_per_job: float
+    load: tuple[float, float, float]
+
+
+def upstream_binary() -> Path:
+    done = subprocess.run(
+        [sys.executable, str(UPSTREAM_BUILD)], capture_output=True, text=True, check=False, cwd=ROOT
+    )
+    if done.returncode != 0:
+        sys.exit(f"building upstream's training-operator failed:\n{done.stderr[-3000:]}")
+    return Path(done.stdout.strip())
+
+
+def upstream_crds() -> Path:
+    listed = subprocess.run(
+        [sys.executable, "-c", "import build_operator; print(build_operator.crds_dir())"],
+        cwd=UPSTREAM_BUILD.parent,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return Path(listed.stdout.strip())
+
+
+def envtest(command: str, run_dir: Path) -> str:
+    done = subprocess.run(
+        [str(KUBETRAIN), "envtest", command, "--dir", str(run_dir)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"kubetrain envtest {command} failed: {done.stderr[-2000:]}")
+    return done.stdout.strip()
+
+
+def noop_webhook_configuration(namespace: str) -> dict[str, Any]:
+    """The configuration upstream's cert rotator keeps the CA of; its webhook matches no resource, so the API
+    server never calls it (there is no Service to reach the operator through outside a cluster)."""
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": WEBHOOK_CONFIGURATION},
+        "webhooks": [
+            {
+                "name": "noop.training-operator.kubeflow.org",
+                "clientConfig": {"service": {"name": "training-operator", "namespace": namespace}},
+                "rules": [
+                    {
+                        "apiGroups": ["bench.kubetrain.invalid"],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE"],
+                        "resources": ["nothing"],
+                    }
+                ],
+                "failurePolicy": "Ignore",
+                "sideEffects": "None",
+                "admissionReviewVersions": ["v1"],
+            }
+        ],
+    }
+
+
+async def mount_certificates(client: KubeClient, namespace: str, timeout: float = 60) -> None:
+    """Copy the Secret the rotator filled to the directory upstream reads its serving certificate from, as the
+    kubelet would mount it."""
+    deadline = time.monotonic() + timeout
+    path = f"/api/v1/namespaces/{namespace}/secrets/{WEBHOOK_SECRET}"
+    while time.monotonic() < deadline:
+        data = (await client.http.get(path)).json().get("data") or {}
+        if data.get("tls.crt") and data.get("tls.key"):
+            CERT_DIR.mkdir(parents=True, exist_ok=True)
+            for key in ("tls.crt", "tls.key", "ca.crt"):
+                if key in data:
+                    (CERT_DIR / key).write_bytes(base64.b64decode(data[key]))
+            return
+        await asyncio.sleep(0.2)
+    raise TimeoutError("upstream's cert rotator did not fill its Secret")
+
+
+async def start_operator(
+    operator: str, flags: list[str], kubeconfig: Path, client: KubeClient, namespace: str, log: Path
+) -> subprocess.Popen[bytes]:
+    if operator == "kubetrain":
+        command = [str(KUBETRAIN), "operator", "--kubeconfig", str(kubeconfig), "--namespace", namespace]
+        command += ["--enable-scheme", "pytorchjob", "--health-probe-bind-address", "0"]
+        command += ["--metrics-bind-address", "0", *flags]
+        process = subprocess.Popen(command, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+        await wait_until(lambda: KUBETRAIN_READY in log.read_text(), 60, "kubetrain operator start")
+        return process
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": WEBHOOK_SECRET}}
+    await client.http.post(f"/api/v1/namespaces/{namespace}/secrets", json=secret)
+    await client.http.post(
+        "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+        json=noop_webhook_configuration(namespace),
+    )
+    for stale in CERT_DIR.glob("*"):
+        stale.unlink()
+    command = [str(upstream_binary()), "--namespace", namespace, "--enable-scheme", "pytorchjob"]
+    command += ["--metrics-bind-address", "0", "--health-probe-bind-address", "0", *flags]
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig), "MY_POD_NAMESPACE": namespace}
+    process = subprocess.Popen(command, stdout=log.open("wb"), stderr=subprocess.STDOUT, env=env)
+    await mount_certificates(client, namespace)
+    await wait_until(lambda: UPSTREAM_READY in log.read_text(), 120, "upstream operator start")
+    return process
+
+
+async def settle(pid: int, client: KubeClient, namespace: str, jobs: int, timeout: float = 300) -> None:
+    """Until every job has a Created condition and the operator used under 2 % of a core for a second: the
+    same test for both operators (upstream has no work-queue metric to scrape)."""
+    path = f"/apis/kubeflow.org/v1/namespaces/{namespace}/pytorchjobs"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        items = (await client.http.get(path)).json().get("items") or []
+        created = sum(
+            any(c.get("type") == "Created" for c in (item.get("status") or {}).get("conditions") or [])
+            for item in items
+        )
+        before = cpu_seconds(pid)
+        await asyncio.sleep(1.0)
+        if created >= jobs and cpu_seconds(pid) - before < 0.02:
+            return
+    raise TimeoutError("the operator did not settle")
+
+
+async def measure(operator: str, setting: str, jobs: int, kubeconfig: Path) -> Run:
+    client = connect(kubeconfig, qps=0, burst=1, timeout=60)
+    namespace = f"bench-{operator}-{secrets.token_hex(3)}"
+    await create_namespace(client, namespace)
+    log = Path(f"/tmp/kubetrain-side-by-side-{namespace}.log")
+    load = os.getloadavg()
+    process = await start_operator(operator, SETTINGS[setting][operator], kubeconfig, client, namespace, log)
+    peak = [0]
+    sampler = asyncio.create_task(sample_rss(process.pid, peak))
+    watcher = Watcher(client, namespace)
+    watches = watcher.start()
+    try:
+        cpu_at_start = cpu_seconds(process.pid)
+        started = time.monotonic()
+        collection = f"/apis/kubeflow.org/v1/namespaces/{namespace}/pytorchjobs"
+        await post_all(
+            client,
+            [(collection, pytorch_job(f"job-{i}", namespace)) for i in range(jobs)],
+            CREATE_CONCURRENCY,
+        )
+        expected = jobs * OBJECTS_PER_JOB // 2
+        base = f"/api/v1/namespaces/{namespace}"
+        while (
+            await count(client, f"{base}/pods") < expected
+            or await count(client, f"{base}/services") < expected
+        ):
+            if time.monotonic() - started > 900:
+                raise TimeoutError(f"{operator}: not every pod and service exists after 900 s")
+            await asyncio.sleep(0.05)
+        rate = jobs / (time.monotonic() - started)
+        created_cpu = cpu_seconds(process.pid) - cpu_at_start
+        await settle(process.pid, client, namespace, jobs)
+        latencies = await react(client, namespace, [f"job-{i}" for i in range(jobs)], watcher)
+    finally:
+        for task in [*watches, sampler]:
+            task.cancel()
+        process.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(30)
+        process.kill()
+        await client.aclose()
+    return Run(
+        operator=operator,
+        setting=setting,
+        jobs=jobs,
+        jobs_per_s=rate,
+        p50_ms=statistics.median(latencies),
+        p99_ms=percentile(latencies, 0.99),
+        peak_rss_mb=peak[0] / 2**20,
+        create_cpu_ms_per_job=created_cpu * 1000 / jobs,
+        load=load,
+    )
+
+
+def one_run(operator: str, setting: str, jobs: int, run_dir: Path, crds: Path) -> Run:
+    """On a fresh envtest, stopped afterwards whatever happens."""
+    kubeconfig = Path(envtest("start", run_dir).splitlines()[-1])
+    try:
+        with KubeApi.from_kubeconfig(kubeconfig) as api:
+            install_crds(api, crds)
+            version = str(api.get("/version")["gitVersion"])
+            # Room for every pod: the scheduler's retries of unschedulable pods would be measured too.
+            shape = NodeShape(cpu="1000", memory="4Ti", pods=10_000, gpus=0)
+            api.create("/api/v1/nodes", fake_node(BENCH_NODE, 9, shape, version))
+        return asyncio.run(measure(operator, setting, jobs, kubeconfig))
+    finally:
+        envtest("stop", run_dir)
+
+
+def ratio_rows(runs: list[Run]) -> list[str]:
+    rows = []
+    for setting in SETTINGS:
+        for jobs in sorted({r.jobs for r in runs}):
+            pairs = [
+                (k, u)
+                for k, u in zip(
+                    [r for r in runs if (r.operator, r.setting, r.jobs) == ("kubetrain", setting, jobs)],
+                    [r for r in runs if (r.operator, r.setting, r.jobs) == ("upstream", setting, jobs)],
+                    strict=False,
+                )
+            ]
+            for index, (k, u) in enumerate(pairs, 1):
+                rows.append(
+                    f"| {setting} | {jobs} | {index} | {k.load[0]:.1f} / {u.load[0]:.1f} "
+                    f"| {k.jobs_per_s:.2f} / {u.jobs_per_s:.2f} = **{k.jobs_per_s / u.jobs_per_s:.2f}x** "
+                    f"| {k.p50_ms:.0f} / {u.p50_ms:.0f} ms = **{k.p50_ms / u.p50_ms:.2f}x** "
+                    f"| {k.p99_ms:.0f} / {u.p99_ms:.0f} ms = **{k.p99_ms / u.p99_ms:.2f}x** "
+                    f"| {k.peak_rss_mb:.0f} / {u.peak_rss_mb:.0f} MB "
+                    f"= **{k.peak_rss_mb / u.peak_rss_mb:.2f}x** "
+                    f"| {k.create_cpu_ms_per_job:.1f} / {u.create_cpu_ms_per_job:.1f} ms "
+                    f"= **{k.create_cpu_ms_per_job / u.create_cpu_ms_per_job:.2f}x** |"
+                )
+    return rows
+
+
+def markdown(runs: list[Run]) -> str:
+    header = [
+        "| settings | N | run | load avg (kubetrain / upstream) | jobs/s until pods + services exist "
+        "| reaction p50 | reaction p99 | peak RSS | CPU / job (create) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    return "\n".join(header + ratio_rows(runs))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, nargs="+", default=[100, 500])
+    parser.add_argument("--runs", type=int, default=2, help="pairs per setting and N")
+    parser.add_argument("--settings", nargs="+", choices=list(SETTINGS), default=list(SETTINGS))
+    parser.add_argument("--dir", type=Path, default=Path("/tmp/kubetrain-side-by-side-envtest"))
+    parser.add_argument("--markdown", action="store_true")
+    parser.add_argument("--results", type=Path, help="append each run as a JSON line here")
+    parser.add_argument("--table-from", type=Path, help="only print the table of the runs in this file")
+    args = parser.parse_args()
+    if args.table_from:
+        lines = args.table_from.read_text().splitlines()
+        print(
+            markdown([Run(**{**json.loads(line), "load": tuple(json.loads(line)["load"])}) for line in lines])
+        )
+        return
+    upstream_binary()  # build before the first measurement, not during it
+    crds = upstream_crds()
+    runs: list[Run] = []
+    for setting in args.settings:
+        for jobs in args.jobs:
+            for index in range(args.runs):
+                order = ["upstream", "kubetrain"] if index % 2 == 0 else ["kubetrain", "upstream"]
+                for operator in order:
+                    run = one_run(operator, setting, jobs, args.dir, crds)
+                    runs.append(run)
+                    line = json.dumps(asdict(run))
+                    print(line, file=sys.stderr, flush=True)
+                    if args.results:
+                        with args.results.open("a") as results:
+                            results.write(line + "\n")
+    if args.markdown:
+        print(markdown(runs))
+
+
+if __name__ == "__main__":
+    main()
