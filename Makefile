@@ -9,7 +9,8 @@ STAMP := $(VENV)/.installed-core
 EXAMPLES_STAMP := $(VENV)/.installed-examples
 PYTEST := $(BIN)/pytest
 
-.PHONY: help install run test lint test-unit test-local test-cluster envtest-build helm-build manifests docs clean
+.PHONY: help install run test lint test-unit test-local test-cluster envtest-build helm-build manifests docs clean \
+	image images image-tools test-images
 
 help:
 	@echo "make run   - train the example PyTorch DDP job locally (1 master + 2 workers)"
@@ -33,7 +34,7 @@ lint: $(EXAMPLES_STAMP)
 test-unit: $(STAMP)
 	$(PYTEST) tests/unit -q
 
-test: lint test-unit test-local test-cluster
+test: lint test-unit test-local test-cluster test-images
 
 # envtest: a real control plane (etcd, kube-apiserver, scheduler, controller-manager) built from the
 # Kubernetes Go modules pinned in tools/envtest, cached in ~/.cache/kubetrain/envtest/<version>/.
@@ -86,6 +87,27 @@ manifests: $(STAMP)
 docs: $(STAMP)
 	$(BIN)/python -m kubetrain.cli.reference > docs/cli.md
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python tests/docs_blocks.py docs/frameworks/*.md
+
+# Container images, built here without a registry (tools/images/build.py, docs/development.md#images):
+# podman and buildah build them, mmdebstrap makes the Debian base, runc runs the build steps (crun cannot
+# create containers under this machine's hybrid cgroup layout).
+image-tools:
+	command -v podman >/dev/null && command -v buildah >/dev/null && command -v mmdebstrap >/dev/null \
+		&& command -v runc >/dev/null || { apt-get update -qq && apt-get install -y -qq podman buildah mmdebstrap runc; }
+
+# The operator image from ./Containerfile, localhost/kubetrain/operator:<kubetrain version>.
+image: image-tools
+	$(PYTHON) tools/images/build.py operator
+
+# Every image: the Python base, pause, the operator and the examples' training images (each skipped when
+# its recipe is unchanged; the first build downloads several GB from PyPI into ~/.cache/pip).
+IMAGES ?= python pause operator pytorch tensorflow xgboost jax paddle mpi
+images: image-tools
+	$(PYTHON) tools/images/build.py $(IMAGES)
+
+# The operator image as the chart runs it (non-root, read-only root filesystem); the tests build it.
+test-images: image-tools $(STAMP)
+	$(PYTEST) tests/images -q
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

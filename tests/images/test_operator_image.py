@@ -1,0 +1,115 @@
+"""The operator image (`make image`) as the Helm chart and the kustomize base run it: as a non-root uid,
+on a read-only root filesystem, and of the same version as the package.
+
+The image is built by tools/images/build.py (seconds when it is current). Without a working podman there
+is nothing to run it with: the tests skip, saying why.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from kubetrain import __version__
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD_SCRIPT = ROOT / "tools" / "images" / "build.py"
+
+# A cold build makes the Debian base first (mmdebstrap, about 2 minutes here) and downloads the operator's
+# dependencies from PyPI.
+pytestmark = pytest.mark.timeout(1800)
+
+
+def _load_build_script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("kubetrain_images_build", BUILD_SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+images = _load_build_script()
+
+
+def _podman_problem() -> str | None:
+    if shutil.which("podman") is None:
+        return "podman is not installed (`make image-tools` installs it)"
+    info = subprocess.run(["podman", "info"], capture_output=True, text=True, timeout=60, check=False)
+    if info.returncode != 0:
+        return f"podman cannot run here: {info.stderr.strip().splitlines()[-1:]}"
+    return None
+
+
+@pytest.fixture(scope="module")
+def operator_image() -> str:
+    problem = _podman_problem()
+    if problem is not None:
+        pytest.skip(problem)
+    done = subprocess.run(
+        [sys.executable, str(BUILD_SCRIPT), "operator"],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
+    assert done.returncode == 0, f"building the operator image failed:\n{done.stdout}\n{done.stderr}"
+    reference: str = images.RECIPES["operator"].reference
+    return reference
+
+
+def run_in(image: str, *command: str) -> str:
+    """Runs a command in the image with a read-only root filesystem and its own user, as the chart does."""
+    podman = ["podman", "run", "--rm", *images.PODMAN_RUN_FLAGS, "--read-only", "--entrypoint", command[0]]
+    done = subprocess.run(
+        [*podman, image, *command[1:]],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, f"{command} in {image} failed:\n{done.stderr}"
+    return done.stdout
+
+
+def test_the_operator_image_is_tagged_with_the_package_version(operator_image: str) -> None:
+    assert operator_image == f"localhost/kubetrain/operator:{__version__}"
+
+
+def test_the_operator_image_prints_the_package_version_on_a_read_only_root(operator_image: str) -> None:
+    assert run_in(operator_image, "kubetrain", "version").strip() == __version__
+
+
+def test_the_operator_image_runs_as_uid_65532(operator_image: str) -> None:
+    assert run_in(operator_image, "id", "-u").strip() == "65532"
+
+
+VERSION_LABEL = '{{index .Labels "org.opencontainers.image.version"}}'
+
+
+def test_the_operator_image_is_labelled_with_the_package_version(operator_image: str) -> None:
+    label = subprocess.run(
+        ["podman", "image", "inspect", "--format", VERSION_LABEL, operator_image],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.strip()
+    assert label == __version__
+
+
+def test_the_operator_image_starts_the_operator(operator_image: str) -> None:
+    entrypoint = subprocess.run(
+        ["podman", "image", "inspect", "--format", "{{json .Config.Entrypoint}}", operator_image],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.strip()
+    assert entrypoint == '["kubetrain","operator"]'

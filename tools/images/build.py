@@ -1,0 +1,351 @@
+"""Build kubetrain's container images into podman's storage, without a registry, once per recipe.
+
+No container registry is reachable from this machine, so every image starts from a Debian root filesystem
+made here by mmdebstrap (``python``) or from ``scratch`` (``pause``); the rest are Containerfiles
+``FROM localhost/kubetrain/python``. Each image is named ``localhost/kubetrain/<name>:<tag>`` and labelled
+``dev.kubetrain.recipe`` with a hash of its inputs (its Containerfile, the context files it copies, its
+pinned versions and its bases' hashes): a build whose label already matches is skipped, so a second run
+costs seconds. ``--load-containerd SOCKET`` then imports each image into that containerd's ``k8s.io``
+namespace (what a kubelet uses), also skipped when the image there carries the same recipe label.
+
+Usage: python tools/images/build.py [--load-containerd SOCKET] NAME [NAME...]   (``make images``)
+       python tools/images/build.py --list   (every name, its reference and its bases)
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+REGISTRY = "localhost/kubetrain"
+RECIPE_LABEL = "dev.kubetrain.recipe"
+KUBETRAIN_VERSION_FILE = ROOT / "src" / "kubetrain" / "__init__.py"
+
+# What the Debian base holds: python3 (3.11 in bookworm, as kubetrain needs), venv for the images' own
+# virtual environments, `python` on PATH (the example manifests run `python ...`), and the CA bundle.
+DEBIAN_SUITE = "bookworm"
+DEBIAN_PACKAGES = ("python3", "python3-venv", "python-is-python3", "ca-certificates")
+# Docs, man pages, locales and info pages are of no use in a container: dpkg never unpacks them.
+DPKG_EXCLUDES = ("/usr/share/man/*", "/usr/share/doc/*", "/usr/share/locale/*", "/usr/share/info/*")
+
+# The images' pinned versions: each is a build argument of its Containerfile and part of its tag.
+PIP_VERSION = "26.3"  # the host venv's pip: its cache format (http-v2) is what ~/.cache/pip holds
+TORCH_VERSION = "2.13.0"
+TENSORFLOW_VERSION = "2.21.0"
+XGBOOST_VERSION = "3.2.0"
+JAX_VERSION = "0.10.2"
+MPI4PY_VERSION = "4.1.2"
+PAUSE_VERSION = "3.10"
+
+# The machine's limits are lower than podman's default ulimits ("error setting rlimit type 7"), and crun
+# cannot create containers under this machine's hybrid cgroup v1 layout; runc can.
+PODMAN_RUN_FLAGS = ("--runtime", "runc", "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=4096:4096")
+# Builds reach PyPI and Debian through this machine's TLS setup: the host's CA bundle is mounted for the
+# build only (the image keeps Debian's own), and pip's cache is shared with the host so a wheel is
+# downloaded once for every image and venv.
+HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How one image is built. ``containerfile`` is relative to the repo root; None means the Debian
+    root filesystem made by mmdebstrap. ``context`` is the build context directory and ``inputs`` the
+    files under it the build copies (what the recipe hash covers besides the Containerfile)."""
+
+    name: str
+    tag: str
+    containerfile: str | None
+    bases: tuple[str, ...] = ()
+    context: str = "."
+    inputs: tuple[str, ...] = ()
+    build_args: dict[str, str] = field(default_factory=dict)
+    pip_cache: bool = False
+
+    @property
+    def reference(self) -> str:
+        return f"{REGISTRY}/{self.name}:{self.tag}"
+
+
+def kubetrain_version() -> str:
+    """The package's version, as `kubetrain version` prints it, read without importing kubetrain (the
+    script runs under any python3)."""
+    for line in KUBETRAIN_VERSION_FILE.read_text().splitlines():
+        if line.startswith("__version__ = "):
+            return line.split("=", 1)[1].strip().strip("\"'")
+    raise SystemExit(f"{KUBETRAIN_VERSION_FILE}: no __version__ line")
+
+
+_EXAMPLES = ("examples",)
+RECIPES: dict[str, Recipe] = {
+    recipe.name: recipe
+    for recipe in (
+        Recipe("python", f"3.11-{DEBIAN_SUITE}", None),
+        Recipe(
+            "pause",
+            PAUSE_VERSION,
+            "images/pause/Containerfile",
+            bases=("python",),
+            context="images/pause",
+            inputs=("pause.c",),
+            build_args={"PAUSE_VERSION": PAUSE_VERSION},
+        ),
+        Recipe(
+            "operator",
+            kubetrain_version(),
+            "Containerfile",
+            bases=("python",),
+            inputs=("pyproject.toml", "README.md", "LICENSE", "src", ".containerignore"),
+            build_args={"PIP_VERSION": PIP_VERSION, "KUBETRAIN_VERSION": kubetrain_version()},
+            pip_cache=True,
+        ),
+        Recipe(
+            "pytorch",
+            TORCH_VERSION,
+            "images/pytorch/Containerfile",
+            bases=("python",),
+            inputs=_EXAMPLES,
+            build_args={"PIP_VERSION": PIP_VERSION, "TORCH_VERSION": TORCH_VERSION},
+            pip_cache=True,
+        ),
+        Recipe(
+            "tensorflow",
+            TENSORFLOW_VERSION,
+            "images/tensorflow/Containerfile",
+            bases=("python",),
+            inputs=_EXAMPLES,
+            build_args={"PIP_VERSION": PIP_VERSION, "TENSORFLOW_VERSION": TENSORFLOW_VERSION},
+            pip_cache=True,
+        ),
+        Recipe(
+            "xgboost",
+            XGBOOST_VERSION,
+            "images/xgboost/Containerfile",
+            bases=("python",),
+            inputs=_EXAMPLES,
+            build_args={"PIP_VERSION": PIP_VERSION, "XGBOOST_VERSION": XGBOOST_VERSION},
+            pip_cache=True,
+        ),
+        Recipe(
+            "jax",
+            JAX_VERSION,
+            "images/jax/Containerfile",
+            bases=("python",),
+            inputs=_EXAMPLES,
+            build_args={"PIP_VERSION": PIP_VERSION, "JAX_VERSION": JAX_VERSION},
+            pip_cache=True,
+        ),
+        # The Paddle example checks the PADDLE_* environment only: plain Python, no paddle wheel.
+        Recipe("paddle", "env-check", "images/paddle/Containerfile", bases=("python",), inputs=_EXAMPLES),
+        Recipe(
+            "mpi",
+            f"openmpi-mpi4py{MPI4PY_VERSION}",
+            "images/mpi/Containerfile",
+            bases=("python",),
+            inputs=_EXAMPLES,
+            build_args={"PIP_VERSION": PIP_VERSION, "MPI4PY_VERSION": MPI4PY_VERSION},
+            pip_cache=True,
+        ),
+    )
+}
+
+
+def mmdebstrap_command(output: Path) -> list[str]:
+    command = ["mmdebstrap", "--variant=minbase", f"--include={','.join(DEBIAN_PACKAGES)}"]
+    for pattern in DPKG_EXCLUDES:
+        command.append(f"--dpkgopt=path-exclude={pattern}")
+    # Licences stay: Debian asks that copyright files ship with the binaries.
+    command += ["--dpkgopt=path-include=/usr/share/doc/*/copyright", '--aptopt=Acquire::Languages "none"']
+    return [*command, DEBIAN_SUITE, str(output)]
+
+
+def _input_files(recipe: Recipe) -> Iterator[Path]:
+    context = ROOT / recipe.context
+    for name in recipe.inputs:
+        path = context / name
+        if path.is_file():
+            yield path
+            continue
+        for child in sorted(path.rglob("*")):
+            if child.is_file() and "__pycache__" not in child.parts and child.suffix != ".pyc":
+                yield child
+
+
+def recipe_hash(name: str) -> str:
+    """A hash of everything the image is made from; equal hashes mean an equal image."""
+    recipe = RECIPES[name]
+    digest = hashlib.sha256()
+    digest.update(f"{recipe.name}\0{recipe.tag}\0{sorted(recipe.build_args.items())}\0".encode())
+    if recipe.containerfile is None:
+        digest.update(" ".join(mmdebstrap_command(Path("-"))).encode())
+    else:
+        digest.update((ROOT / recipe.containerfile).read_bytes())
+    for path in _input_files(recipe):
+        digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
+    for base in recipe.bases:
+        digest.update(recipe_hash(base).encode())
+    return digest.hexdigest()[:32]
+
+
+def _run(command: Sequence[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, text=True, check=False, **kwargs)  # type: ignore[call-overload,no-any-return]
+
+
+def image_label(reference: str) -> str | None:
+    """The recipe label of an image in podman's storage, None when there is no such image."""
+    done = _run(
+        ["podman", "image", "inspect", "--format", f'{{{{index .Labels "{RECIPE_LABEL}"}}}}', reference],
+        capture_output=True,
+    )
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def image_size(reference: str) -> int:
+    done = _run(["podman", "image", "inspect", "--format", "{{.Size}}", reference], capture_output=True)
+    return int(done.stdout.strip()) if done.returncode == 0 else 0
+
+
+def _check(done: subprocess.CompletedProcess[str], what: str) -> None:
+    if done.returncode != 0:
+        raise SystemExit(f"{what} failed (exit {done.returncode})")
+
+
+def _build_rootfs(recipe: Recipe, digest: str) -> None:
+    with tempfile.TemporaryDirectory(prefix="kubetrain-rootfs-") as scratch:
+        tarball = Path(scratch) / "rootfs.tar"
+        _check(_run(mmdebstrap_command(tarball)), "mmdebstrap")
+        changes = [
+            f"LABEL {RECIPE_LABEL}={digest}",
+            "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "ENV LANG=C.UTF-8",
+            'CMD ["python3"]',
+        ]
+        command = ["podman", "import"]
+        for change in changes:
+            command += ["--change", change]
+        _check(_run([*command, str(tarball), recipe.reference], stdout=subprocess.DEVNULL), "podman import")
+
+
+def _build_containerfile(recipe: Recipe, digest: str) -> None:
+    assert recipe.containerfile is not None
+    command = ["podman", "build", *PODMAN_RUN_FLAGS, "--file", str(ROOT / recipe.containerfile)]
+    command += ["--tag", recipe.reference, "--label", f"{RECIPE_LABEL}={digest}"]
+    build_args = dict(recipe.build_args)
+    if recipe.bases:
+        build_args["BASE"] = RECIPES[recipe.bases[0]].reference
+    for key, value in sorted(build_args.items()):
+        command += ["--build-arg", f"{key}={value}"]
+    if HOST_CA_BUNDLE.is_file():
+        command += ["--volume", f"{HOST_CA_BUNDLE}:/etc/ssl/certs/ca-certificates.crt:ro"]
+    if recipe.pip_cache:
+        cache = Path(os.environ.get("PIP_CACHE_DIR") or Path.home() / ".cache" / "pip")
+        cache.mkdir(parents=True, exist_ok=True)
+        command += ["--volume", f"{cache}:/root/.cache/pip"]
+    _check(_run([*command, str(ROOT / recipe.context)]), f"podman build of {recipe.reference}")
+
+
+def build(name: str, built: set[str] | None = None) -> str:
+    """Build one image and its bases, each unless its recipe label is current; returns its reference."""
+    built = set() if built is None else built
+    recipe = RECIPES[name]
+    for base in recipe.bases:
+        if base not in built:
+            build(base, built)
+    built.add(name)
+    digest = recipe_hash(name)
+    started = time.monotonic()
+    if image_label(recipe.reference) == digest:
+        state = "up to date"
+    else:
+        print(f"building {recipe.reference} (recipe {digest})", file=sys.stderr, flush=True)
+        if recipe.containerfile is None:
+            _build_rootfs(recipe, digest)
+        else:
+            _build_containerfile(recipe, digest)
+        state = f"built in {time.monotonic() - started:.0f} s"
+    size = image_size(recipe.reference)
+    print(f"{recipe.reference}  {size / 1e6:.0f} MB  {state}", flush=True)
+    return recipe.reference
+
+
+def _ctr(socket: str, *args: str) -> list[str]:
+    return ["ctr", "--address", socket, "--namespace", "k8s.io", *args]
+
+
+def containerd_label(socket: str, reference: str) -> str | None:
+    """The recipe label kubetrain put on an image in containerd, None when the image is not there."""
+    done = _run(_ctr(socket, "images", "ls", f"name=={reference}"), capture_output=True)
+    _check(done, f"ctr images ls on {socket}")
+    for line in done.stdout.splitlines()[1:]:
+        fields = line.split()
+        if fields and fields[0] == reference:
+            labels = dict(item.split("=", 1) for item in fields[-1].split(",") if "=" in item)
+            return labels.get(RECIPE_LABEL, "")
+    return None
+
+
+def load_into_containerd(name: str, socket: str) -> None:
+    """Import an image built here into containerd's k8s.io namespace (where a kubelet looks), unless the
+    image there already has the same recipe."""
+    recipe = RECIPES[name]
+    digest = image_label(recipe.reference)
+    if digest is None:
+        raise SystemExit(f"{recipe.reference} is not built; run: python tools/images/build.py {name}")
+    if containerd_label(socket, recipe.reference) == digest:
+        print(f"{recipe.reference}  already in containerd {socket}", flush=True)
+        return
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="kubetrain-image-") as scratch:
+        archive = Path(scratch) / f"{name}.tar"
+        saved = _run(
+            ["podman", "save", "--quiet", "--format", "oci-archive", "-o", str(archive), recipe.reference]
+        )
+        _check(saved, f"podman save of {recipe.reference}")
+        _check(_run(_ctr(socket, "images", "import", str(archive)), stdout=subprocess.DEVNULL), "ctr import")
+    _check(
+        _run(
+            _ctr(socket, "images", "label", recipe.reference, f"{RECIPE_LABEL}={digest}"),
+            stdout=subprocess.DEVNULL,
+        ),
+        "ctr images label",
+    )
+    print(
+        f"{recipe.reference}  loaded into containerd {socket} in {time.monotonic() - started:.0f} s",
+        flush=True,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("names", nargs="*", metavar="NAME", help=f"one of: {', '.join(RECIPES)}")
+    parser.add_argument("--load-containerd", metavar="SOCKET", help="also import into this containerd")
+    parser.add_argument("--list", action="store_true", help="print every image's name and reference")
+    options = parser.parse_args(argv)
+    if options.list:
+        for recipe in RECIPES.values():
+            print(f"{recipe.name}  {recipe.reference}  bases: {', '.join(recipe.bases) or '-'}")
+        return 0
+    unknown = [name for name in options.names if name not in RECIPES]
+    if unknown or not options.names:
+        parser.error(
+            f"name one or more images of: {', '.join(RECIPES)}" + (f" (not {unknown})" if unknown else "")
+        )
+    built: set[str] = set()
+    for name in options.names:
+        build(name, built)
+    if options.load_containerd:
+        for name in options.names:
+            load_into_containerd(name, options.load_containerd)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
