@@ -7,35 +7,21 @@ is nothing to run it with: the tests skip, saying why.
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
+from image_recipes import BUILD_SCRIPT, images, reference
 from kubetrain import __version__
 
 ROOT = Path(__file__).resolve().parents[2]
-BUILD_SCRIPT = ROOT / "tools" / "images" / "build.py"
 
 # A cold build makes the Debian base first (mmdebstrap, about 2 minutes here) and downloads the operator's
 # dependencies from PyPI.
 pytestmark = pytest.mark.timeout(1800)
-
-
-def _load_build_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("kubetrain_images_build", BUILD_SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-images = _load_build_script()
 
 
 def _podman_problem() -> str | None:
@@ -60,8 +46,7 @@ def operator_image() -> str:
         check=False,
     )
     assert done.returncode == 0, f"building the operator image failed:\n{done.stdout}\n{done.stderr}"
-    reference: str = images.RECIPES["operator"].reference
-    return reference
+    return reference("operator")
 
 
 def run_in(image: str, *command: str) -> str:

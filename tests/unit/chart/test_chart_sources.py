@@ -13,6 +13,8 @@ import pytest
 import typer
 import yaml
 
+from image_recipes import reference
+from kubetrain import __version__
 from kubetrain.cli.main import app
 from kubetrain.frameworks.crds import MpiApi, all_crds, crd_file_name, crd_file_text
 from kubetrain.frameworks.registry import FRAMEWORKS
@@ -81,6 +83,19 @@ def test_the_default_image_runs_the_same_command_as_the_kustomize_base() -> None
     app_version = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
     assert container["image"] == f"{repository}:{app_version}"
     assert "command: [kubetrain, operator]" in (CHART / "templates" / "deployment.yaml").read_text()
+
+
+def test_the_charts_default_image_is_the_operator_image_make_image_builds() -> None:
+    image = yaml.safe_load((CHART / "values.yaml").read_text())["image"]
+    app_version = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
+    tag = image["tag"] or app_version
+    assert f"{image['repository']}:{tag}" == reference("operator")
+
+
+def test_the_charts_default_image_tag_is_the_packages_version() -> None:
+    image = yaml.safe_load((CHART / "values.yaml").read_text())["image"]
+    app_version = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
+    assert (image["tag"] or app_version) == __version__
 
 
 def values_schema() -> dict[str, Any]:
