@@ -1,6 +1,7 @@
 //go:build tools
 
-// Package tools records the commands this module builds, so `go mod tidy` keeps their dependencies.
+// Package tools records the commands this module builds, so `go mod tidy` keeps their dependencies; the
+// kubelet is for the real node (kubetrain envtest start --real-node).
 package tools
 
 import (
@@ -8,4 +9,5 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 	_ "k8s.io/kubernetes/cmd/kubectl"
+	_ "k8s.io/kubernetes/cmd/kubelet"
 )

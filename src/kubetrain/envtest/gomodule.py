@@ -46,7 +46,8 @@ func main() {
 TOOLS_GO = """\
 //go:build tools
 
-// Package tools records the commands this module builds, so `go mod tidy` keeps their dependencies.
+// Package tools records the commands this module builds, so `go mod tidy` keeps their dependencies; the
+// kubelet is for the real node (kubetrain envtest start --real-node).
 package tools
 
 import (
@@ -54,6 +55,7 @@ import (
 \t_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 \t_ "k8s.io/kubernetes/cmd/kube-scheduler"
 \t_ "k8s.io/kubernetes/cmd/kubectl"
+\t_ "k8s.io/kubernetes/cmd/kubelet"
 )
 """
 
