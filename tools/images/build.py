@@ -38,7 +38,7 @@ DEBIAN_PACKAGES = ("python3", "python3-venv", "python-is-python3", "ca-certifica
 DPKG_EXCLUDES = ("/usr/share/man/*", "/usr/share/doc/*", "/usr/share/locale/*", "/usr/share/info/*")
 
 # The images' pinned versions: each is a build argument of its Containerfile and part of its tag.
-PIP_VERSION = "26.3"  # the host venv's pip: its cache format (http-v2) is what ~/.cache/pip holds
+PIP_VERSION = "26.3"  # the host venv's pip
 TORCH_VERSION = "2.13.0"
 TENSORFLOW_VERSION = "2.21.0"
 XGBOOST_VERSION = "3.2.0"
@@ -50,9 +50,15 @@ PAUSE_VERSION = "3.10"
 # cannot create containers under this machine's hybrid cgroup v1 layout; runc can.
 PODMAN_RUN_FLAGS = ("--runtime", "runc", "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=4096:4096")
 # Builds reach PyPI and Debian through this machine's TLS setup: the host's CA bundle is mounted for the
-# build only (the image keeps Debian's own), and pip's cache is shared with the host so a wheel is
-# downloaded once for every image and venv.
+# build only (the image keeps Debian's own).
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+# Wheels are downloaded once into this directory, mounted at /wheels, and installed from it
+# (`pip download --dest /wheels` skips files already there). pip's own HTTP cache stays empty here: the
+# machine's proxy answers PyPI's downloads uncacheable.
+WHEELHOUSE = Path(
+    os.environ.get("KUBETRAIN_WHEELHOUSE")
+    or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kubetrain" / "wheels"
+)
 
 
 @dataclass(frozen=True)
@@ -175,7 +181,9 @@ def _input_files(recipe: Recipe) -> Iterator[Path]:
             yield path
             continue
         for child in sorted(path.rglob("*")):
-            if child.is_file() and "__pycache__" not in child.parts and child.suffix != ".pyc":
+            # What .containerignore leaves out of the build context is no input either.
+            ignored = any(part == "__pycache__" or part.endswith(".egg-info") for part in child.parts)
+            if child.is_file() and not ignored and child.suffix != ".pyc":
                 yield child
 
 
@@ -236,7 +244,17 @@ def _build_rootfs(recipe: Recipe, digest: str) -> None:
 
 def _build_containerfile(recipe: Recipe, digest: str) -> None:
     assert recipe.containerfile is not None
-    command = ["podman", "build", *PODMAN_RUN_FLAGS, "--file", str(ROOT / recipe.containerfile)]
+    # The host's network: a build only downloads. Through podman's bridge, name resolution stopped working
+    # here mid-session while the host's kept working (cause not found).
+    command = [
+        "podman",
+        "build",
+        *PODMAN_RUN_FLAGS,
+        "--network",
+        "host",
+        "--file",
+        str(ROOT / recipe.containerfile),
+    ]
     command += ["--tag", recipe.reference, "--label", f"{RECIPE_LABEL}={digest}"]
     build_args = dict(recipe.build_args)
     if recipe.bases:
@@ -246,9 +264,8 @@ def _build_containerfile(recipe: Recipe, digest: str) -> None:
     if HOST_CA_BUNDLE.is_file():
         command += ["--volume", f"{HOST_CA_BUNDLE}:/etc/ssl/certs/ca-certificates.crt:ro"]
     if recipe.pip_cache:
-        cache = Path(os.environ.get("PIP_CACHE_DIR") or Path.home() / ".cache" / "pip")
-        cache.mkdir(parents=True, exist_ok=True)
-        command += ["--volume", f"{cache}:/root/.cache/pip"]
+        WHEELHOUSE.mkdir(parents=True, exist_ok=True)
+        command += ["--volume", f"{WHEELHOUSE}:/wheels"]
     _check(_run([*command, str(ROOT / recipe.context)]), f"podman build of {recipe.reference}")
 
 
