@@ -43,7 +43,7 @@ envtest-build: $(STAMP)
 
 # The cluster tier against a fresh envtest, stopped by the trap whether the tests pass or fail.
 ENVTEST_TEST_DIR := .state/envtest-make
-test-cluster: envtest-build helm-build
+test-cluster: envtest-build helm-build image
 	trap '$(BIN)/kubetrain envtest stop --dir $(ENVTEST_TEST_DIR)' EXIT; \
 	$(BIN)/kubetrain envtest start --dir $(ENVTEST_TEST_DIR) >/dev/null && \
 	KUBETRAIN_ENVTEST_DIR=$(ENVTEST_TEST_DIR) $(PYTEST) tests/cluster -q

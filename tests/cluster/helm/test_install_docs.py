@@ -13,6 +13,7 @@ import pytest
 from helm_chart import ROOT, build_helm, kubectl
 
 from docs_blocks import sh_blocks as page_sh_blocks
+from kubetrain import __version__
 from kubetrain.envtest import binaries, controlplane
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -93,6 +94,10 @@ def test_every_command_in_the_install_guide_succeeds(runs: list[BlockRun]) -> No
 
 def output_of(runs: list[BlockRun], command: str) -> str:
     return next(run.output for run in runs if command in run.script)
+
+
+def test_make_image_builds_the_operator_image_of_the_packages_version(runs: list[BlockRun]) -> None:
+    assert output_of(runs, "podman image inspect").splitlines()[-1] == __version__
 
 
 def test_the_helm_install_serves_the_v2beta1_mpijob_by_default(runs: list[BlockRun]) -> None:
