@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from builders import manifest
 from kubetrain.api.errors import InvalidJobError
 from kubetrain.api.jobs import PyTorchJob
-from kubetrain.api.manifest import parse_job
+from kubetrain.api.manifest import MAX_NESTING, load_documents, parse_job
 
 
 def _pytorchjob(**spec_extra: object) -> dict[str, object]:
@@ -65,3 +68,51 @@ def test_the_wire_form_round_trips() -> None:
     wire = parse_job(manifest).to_wire()
     assert wire["spec"] == {**manifest["spec"], "runPolicy": {}}  # type: ignore[dict-item]
     assert wire["metadata"] == manifest["metadata"]
+
+
+def test_a_key_written_twice_in_a_yaml_mapping_is_refused_with_its_line() -> None:
+    with pytest.raises(InvalidJobError, match=r"(?s)duplicate key 'replicas'.*line 3"):
+        load_documents("spec:\n  replicas: 1\n  replicas: 2\n")
+
+
+def test_yaml_merge_keys_may_be_overridden_beside_them() -> None:
+    assert load_documents("a: &x {b: 1}\nc: {<<: *x, b: 2}\n") == [{"a": {"b": 1}, "c": {"b": 2}}]
+
+
+def test_a_number_too_long_for_python_is_invalid_yaml_not_a_crash() -> None:
+    with pytest.raises(InvalidJobError, match="not valid YAML"):
+        load_documents("replicas: 1" + "0" * 5000 + "\n")
+
+
+def test_yaml_nested_past_the_parsers_stack_is_invalid_yaml_not_a_crash() -> None:
+    with pytest.raises(InvalidJobError, match="not valid YAML"):
+        load_documents("a: " + "[" * 100_000 + "]" * 100_000 + "\n")
+
+
+def test_a_manifest_nested_too_deeply_names_where() -> None:
+    deep: dict[str, Any] = {}
+    node = deep
+    for _ in range(MAX_NESTING + 5):
+        node["x"] = {}
+        node = node["x"]
+    with pytest.raises(InvalidJobError) as raised:
+        parse_job({**manifest("PyTorchJob", {"Worker": 1}), "extra": deep})
+    [error] = raised.value.errors
+    assert error.path.startswith("extra.x.x") and "nested more than" in error.message
+
+
+def test_a_yaml_alias_bomb_is_refused_without_expanding_it() -> None:
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]
+    [document] = load_documents("\n".join(lines) + "\n")
+    with pytest.raises(InvalidJobError, match="more than"):
+        parse_job({**manifest("PyTorchJob", {"Worker": 1}), "bomb": document})
+
+
+def test_an_int_or_string_field_reports_one_error_at_its_own_path() -> None:
+    bad = manifest(
+        "PyTorchJob", {"Worker": 1}, spec={"runPolicy": {"schedulingPolicy": {"minResources": {"cpu": [1]}}}}
+    )
+    with pytest.raises(InvalidJobError) as raised:
+        parse_job(bad)
+    assert [e.path for e in raised.value.errors] == ["spec.runPolicy.schedulingPolicy.minResources.cpu"]

@@ -15,6 +15,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     PlainSerializer,
+    PlainValidator,
     ValidationInfo,
     model_validator,
 )
@@ -28,7 +29,16 @@ def _format_time(value: datetime) -> str:
 Time = Annotated[datetime, PlainSerializer(_format_time, return_type=str)]
 """A Kubernetes ``metav1.Time``: RFC 3339 in UTC with second precision on the wire."""
 
-IntOrString = int | str
+
+def _int_or_string(value: Any) -> int | str:
+    # One check, one error: a plain ``int | str`` union reports a failure once per member, at
+    # paths ending in ``.int`` and ``.str`` that exist in no manifest.
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError("must be an integer or a string")
+    return value
+
+
+IntOrString = Annotated[int | str, PlainValidator(_int_or_string, json_schema_input_type=int | str)]
 """A Kubernetes ``IntOrString`` (ports by number or name, resource quantities)."""
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx2
 
 from builders import job
@@ -70,3 +72,33 @@ async def test_a_deleted_job_is_forgotten() -> None:
     jobs.jobs.apply(ChangeType.DELETED, STORED)
     assert await jobs.reconcile("default/j") is None
     assert api.requests == []
+
+
+def _newer(stored: dict[str, Any]) -> dict[str, Any]:
+    return {**stored, "metadata": {**stored["metadata"], "resourceVersion": "8"}}
+
+
+async def test_a_stored_job_the_model_cannot_read_is_failed_as_invalid_spec_once() -> None:
+    api = FakeApi()
+    jobs = controller(api, Expectations())
+    unreadable = {**STORED, "spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": "many"}}}}
+    jobs.jobs.apply(ChangeType.MODIFIED, _newer(unreadable))
+    assert await jobs.reconcile("default/j") is None
+    [(method, path, body)] = api.requests
+    assert (method, path) == ("PUT", "/apis/kubeflow.org/v1/namespaces/default/pytorchjobs/j/status")
+    failed = body["status"]["conditions"][-1]
+    assert (failed["type"], failed["reason"]) == ("Failed", "InvalidSpec")
+    assert "spec.pytorchReplicaSpecs.Worker.replicas" in failed["message"]
+
+
+async def test_a_stored_job_with_a_malformed_template_is_failed_without_creating_anything() -> None:
+    api = FakeApi()
+    jobs = controller(api, Expectations())
+    spec = PYTORCH.to_wire()["spec"]
+    spec["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["env"] = [-1]
+    jobs.jobs.apply(ChangeType.MODIFIED, _newer({**STORED, "spec": spec}))
+    assert await jobs.reconcile("default/j") is None
+    assert [method for method, _, _ in api.requests] == ["PUT"]
+    failed = api.requests[0][2]["status"]["conditions"][-1]
+    assert failed["reason"] == "InvalidSpec"
+    assert "spec.pytorchReplicaSpecs.Worker.template.spec.containers[0].env[0]" in failed["message"]
