@@ -13,7 +13,8 @@ from kubetrain.api.manifest import load_jobs
 from kubetrain.cli.errors import fail_invalid
 from kubetrain.cli.output import to_json, to_yaml
 from kubetrain.kube.plan import kubernetes_plan
-from kubetrain.local.plan import local_plan
+from kubetrain.local.plan import plan_for
+from kubetrain.local.substrate import Runtime
 
 
 class Target(StrEnum):
@@ -36,6 +37,11 @@ def plan(
     gang_scheduler_name: str | None = typer.Option(
         None, "--gang-scheduler-name", help="Show the PodGroup and pod decoration for this gang scheduler."
     ),
+    runtime: Runtime = typer.Option(
+        Runtime.PROCESS,
+        "--runtime",
+        help="With --target local: processes, or the podman/docker containers (image, network, run command).",
+    ),
 ) -> None:
     """Print the objects (Kubernetes) or processes (local) a job manifest would create.
 
@@ -52,7 +58,7 @@ def plan(
             if target is Target.KUBERNETES:
                 documents.extend(kubernetes_plan(job, gang_scheduler=gang_scheduler_name))
             else:
-                documents.extend(local_plan(job, working_dir=Path.cwd()))
+                documents.extend(plan_for(job, runtime, working_dir=Path.cwd()))
     except InvalidJobError as error:
         fail_invalid(file, error)
     if output is Output.JSON:

@@ -10,9 +10,11 @@ import typer
 from kubetrain.api.errors import InvalidJobError
 from kubetrain.api.manifest import load_jobs
 from kubetrain.engine.admission import admit
-from kubetrain.local.gpus import GpuShortageError
+from kubetrain.local.containers import ContainerEngineError, make_substrate
+from kubetrain.local.gpus import GpuShortageError, detect_gpus
 from kubetrain.local.runner import LocalRun, Outcome, RunOptions
 from kubetrain.local.state import STATE_DIR_ENV, RunDirectory, default_state_dir
+from kubetrain.local.substrate import ProcessOptions, Runtime
 
 EXIT_SUCCEEDED = 0
 EXIT_FAILED = 1
@@ -46,8 +48,16 @@ def run_command(
     grace_period: float = typer.Option(
         30.0, "--grace-period", min=0.0, help="Seconds between SIGTERM and SIGKILL when stopping a replica."
     ),
+    runtime: Runtime = typer.Option(
+        Runtime.PROCESS,
+        "--runtime",
+        help="process: each replica a process here; podman/docker: each in its image, on a job network with "
+        "the Kubernetes DNS names.",
+    ),
 ) -> None:
     """Run a training job on this machine: every replica a process, same env and semantics as on Kubernetes.
+
+    With --runtime podman (or docker) every replica runs in its pod template's image instead.
 
     Exit status: 0 Succeeded, 1 Failed, 2 invalid manifest, 130 interrupted (Ctrl-C; 143 for SIGTERM).
 
@@ -70,12 +80,15 @@ def run_command(
                 "stop it or give this job another metadata.name",
                 EXIT_FAILED,
             )
-        options = RunOptions(state_dir=root, grace_period=grace_period, quiet=quiet, adopt_orphans=True)
+        substrate = make_substrate(runtime, ProcessOptions(Path.cwd(), None, detect_gpus))
+        options = RunOptions(
+            state_dir=root, grace_period=grace_period, quiet=quiet, adopt_orphans=True, substrate=substrate
+        )
         local_run = LocalRun(job, options)
     except InvalidJobError as error:
         lines = "\n".join(f"  {e}" for e in error.errors)
         raise _fail(f"{file} is not a valid job:\n{lines}", EXIT_INVALID) from None
-    except GpuShortageError as error:
+    except (GpuShortageError, ContainerEngineError) as error:
         raise _fail(str(error), EXIT_FAILED) from None
     result = asyncio.run(local_run.run())
     if result.outcome is Outcome.INTERRUPTED and result.stopped_by is not None:

@@ -4,6 +4,9 @@
 expansion, its working directory, the container env it receives (injected env included, on
 loopback) and its restart policy. The process also inherits kubetrain's own environment, which is
 not shown. Ports are the free ones found now; a real run finds its own.
+
+With ``--runtime podman`` or ``docker`` it prints one entry per container instead: its image,
+network, DNS aliases and the exact ``run`` command line (a real run fills in its run id and pid).
 """
 
 from __future__ import annotations
@@ -16,12 +19,24 @@ from kubetrain.api.jobs import TrainingJob
 from kubetrain.engine.admission import admit
 from kubetrain.engine.planning import desired_replicas, plan_replica
 from kubetrain.engine.types import Traits
-from kubetrain.frameworks.addressing import LocalAddressing
+from kubetrain.frameworks.addressing import ClusterAddressing, LocalAddressing
 from kubetrain.frameworks.registry import framework_for
+from kubetrain.local.container_run import (
+    JOB_LABEL,
+    RUN_ID_LABEL,
+    RUNNER_PID_LABEL,
+    ContainerPlan,
+    Engine,
+    run_argv,
+)
+from kubetrain.local.containers import plan_containers
 from kubetrain.local.launch import container_env, launch_spec, main_container
 from kubetrain.local.ports import ReplicaKey, allocate_addressing
+from kubetrain.local.state import RunDirectory, default_state_dir
+from kubetrain.local.substrate import RunContext, Runtime
 
 TRAITS = Traits(colocated=True)
+CONTAINER_TRAITS = Traits(colocated=False)
 
 
 def local_plan(
@@ -52,3 +67,24 @@ def local_plan(
     if files and framework.config_mount_path:
         processes.append({"configFiles": {"mountPath": framework.config_mount_path, "files": files}})
     return processes
+
+
+def container_plan(job: TrainingJob, engine: Engine, state_dir: Path | None = None) -> list[dict[str, Any]]:
+    """One description per container, in start order; raises ``InvalidJobError`` if it can't run."""
+    job = admit(job)
+    framework = framework_for(job)
+    addressing = ClusterAddressing()
+    plans = {
+        key: plan_replica(job, *key, addressing) for key in desired_replicas(job, CONTAINER_TRAITS, framework)
+    }
+    files = framework.config_files(job, addressing, [])
+    directory = RunDirectory(state_dir or default_state_dir(), job.name)
+    labels = {RUN_ID_LABEL: "<run-id>", JOB_LABEL: job.name, RUNNER_PID_LABEL: "<pid>"}
+    runs = plan_containers(RunContext(job, framework, plans, files, directory), labels=labels, gpus={})
+    return [ContainerPlan(run, run_argv(engine, engine.value, run)).to_dict() for run in runs.values()]
+
+
+def plan_for(job: TrainingJob, runtime: Runtime, working_dir: Path) -> list[dict[str, Any]]:
+    if runtime is Runtime.PROCESS:
+        return local_plan(job, working_dir)
+    return container_plan(job, Engine(runtime.value))

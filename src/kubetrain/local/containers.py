@@ -1,0 +1,407 @@
+"""The container substrate: every replica runs in its image under podman or docker, on a job network.
+
+kubetrain drives the engine through its command line, not podman-py or docker-py: podman needs no
+API service or socket that way (docker-py would need one, podman-py its REST service), the two CLIs
+take the same arguments for everything used here, so one code path serves both, and a replica's
+``podman run`` is an ordinary child process whose output is the container's output, supervised by
+the same ``ReplicaProcess`` as a local process (restart in place, exit codes, logs).
+
+Nothing outlives a run:
+
+- every container and the network carry the labels ``kubetrain.io/run-id`` (this run) and
+  ``kubetrain.io/local-job`` (the job);
+- the run removes containers as the engine deletes their pods, and when it is interrupted (Ctrl-C,
+  SIGTERM) it removes every container and the network of the run;
+- a detached reaper (``python -m kubetrain.local.reaper``) waits for the runner's pid to die; if the
+  runner died without finishing (SIGKILL, a crash) it removes every container and the network of
+  the run. The runner stops it when it ends by itself;
+- ``kubetrain run`` first removes whatever an earlier run of the same job left (containers kept by
+  ``cleanPodPolicy: None``, or left by a reaper that could not run).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from kubetrain.api.jobs import TrainingJob
+from kubetrain.engine.types import Traits
+from kubetrain.frameworks.addressing import Addressing, ClusterAddressing
+from kubetrain.local.container_run import (
+    JOB_LABEL,
+    RUN_ID_LABEL,
+    RUNNER_PID_LABEL,
+    ContainerRun,
+    Engine,
+    PullPolicy,
+    container_run,
+    network_name,
+    run_argv,
+)
+from kubetrain.local.gpus import assign_gpus
+from kubetrain.local.logs import ReplicaLog
+from kubetrain.local.process import InPlaceRestart, LaunchSpec, ReplicaProcess, kill_group
+from kubetrain.local.substrate import (
+    ProcessOptions,
+    ProcessSubstrate,
+    Replica,
+    ReplicaKey,
+    RunContext,
+    Runtime,
+    Substrate,
+    gpu_requests,
+)
+
+CLI_TIMEOUT = 120.0
+"""Seconds any one engine command may take (a pull is the slow one)."""
+EXIT_AFTER_STOP = 5.0
+"""How long the attached ``run`` may take to return once its container has stopped."""
+
+
+class ContainerEngineError(RuntimeError):
+    """The engine is missing or broken, or an image cannot be had: nothing was started."""
+
+
+@dataclass(frozen=True)
+class ContainerEngine:
+    """The engine's CLI: the few commands kubetrain needs, with the same arguments for both engines."""
+
+    kind: Engine
+    binary: str
+
+    @classmethod
+    def find(cls, kind: Engine) -> ContainerEngine:
+        binary = shutil.which(kind.value)
+        if binary is None:
+            raise ContainerEngineError(
+                f"{kind} is not installed (no {kind} on PATH); install it or use --runtime process"
+            )
+        return cls(kind, binary)
+
+    def _run(self, *args: str, timeout: float = CLI_TIMEOUT) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [self.binary, *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+
+    def check(self) -> None:
+        """The engine answers (``podman info``; for docker, its daemon is reachable)."""
+        try:
+            result = self._run("info", "--format", "{{json .}}", timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            raise ContainerEngineError(f"{self.kind} info failed: {error}") from None
+        if result.returncode != 0:
+            raise ContainerEngineError(
+                f"{self.kind} does not work here ({self.kind} info: {_last_line(result)})"
+            )
+
+    def has_image(self, image: str) -> bool:
+        return self._run("image", "inspect", "--format", "{{.Id}}", image).returncode == 0
+
+    def pull(self, image: str) -> str | None:
+        """Pull ``image``; the engine's error, or None when it worked."""
+        try:
+            result = self._run("pull", image)
+        except subprocess.TimeoutExpired:
+            return f"no answer within {CLI_TIMEOUT:g}s"
+        return None if result.returncode == 0 else _last_line(result)
+
+    def labelled(self, label: str, value: str) -> list[str]:
+        """Ids of every container, running or not, carrying ``label=value``."""
+        result = self._run("ps", "--all", "--quiet", "--filter", f"label={label}={value}")
+        return result.stdout.split() if result.returncode == 0 else []
+
+    def remove(self, *containers: str) -> None:
+        if containers:
+            self._run("rm", "--force", *containers)
+
+    def create_network(self, name: str, labels: dict[str, str]) -> None:
+        flags = [f for key, value in sorted(labels.items()) for f in ("--label", f"{key}={value}")]
+        result = self._run("network", "create", *flags, name)
+        if result.returncode != 0:
+            raise ContainerEngineError(f"{self.kind} network create {name} failed: {_last_line(result)}")
+
+    def remove_network(self, name: str) -> None:
+        self._run("network", "rm", name)
+
+    def remove_run(self, label: str, value: str, network: str) -> None:
+        """Every container labelled ``label=value``, then the network."""
+        self.remove(*self.labelled(label, value))
+        self.remove_network(network)
+
+    async def stop(self, container: str, grace_period: float) -> None:
+        """``stop --time``: SIGTERM, ``grace_period`` seconds, then SIGKILL, inside the container."""
+        await self._async("stop", "--time", str(math.ceil(grace_period)), container)
+
+    async def remove_async(self, container: str) -> None:
+        await self._async("rm", "--force", container)
+
+    def kill_detached(self, container: str) -> None:
+        """SIGKILL the container without waiting for the engine (a second Ctrl-C)."""
+        with contextlib.suppress(OSError):
+            subprocess.Popen(
+                [self.binary, "kill", container],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+
+    async def _async(self, *args: str) -> int:
+        process = await asyncio.create_subprocess_exec(
+            self.binary,
+            *args,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+        try:
+            return await asyncio.wait_for(process.wait(), CLI_TIMEOUT)
+        except TimeoutError:
+            process.kill()
+            return await process.wait()
+
+
+def _last_line(result: subprocess.CompletedProcess[str]) -> str:
+    lines = [line for line in (result.stderr or result.stdout).splitlines() if line.strip()]
+    return lines[-1].strip() if lines else f"exit {result.returncode}"
+
+
+class ContainerReplica(ReplicaProcess):
+    """A replica's ``podman run``, supervised like a process; stopping and deleting act on the container."""
+
+    def __init__(
+        self,
+        spec: LaunchSpec,
+        container: str,
+        engine: ContainerEngine,
+        log: ReplicaLog,
+        on_change: Callable[[], None],
+    ) -> None:
+        super().__init__(spec, log, on_change)
+        self.container = container
+        self.engine = engine
+
+    async def _before_spawn(self) -> None:
+        # An in-place restart is a new container of the same name, as the kubelet makes one.
+        await self.engine.remove_async(self.container)
+
+    async def _terminate(self, process: asyncio.subprocess.Process, grace_period: float) -> None:
+        await self.engine.stop(self.container, grace_period)
+        try:
+            await asyncio.wait_for(self._exited.wait(), EXIT_AFTER_STOP)
+        except TimeoutError:
+            kill_group(process.pid, signal.SIGKILL)
+
+    async def delete(self, grace_period: float) -> None:
+        await self.stop(grace_period)
+        await self.engine.remove_async(self.container)
+
+    def kill_now(self) -> None:
+        super().kill_now()
+        self.engine.kill_detached(self.container)
+
+
+class ContainerSubstrate:
+    """Replicas as containers of their images on a per-job network, addressed by their cluster names."""
+
+    traits = Traits(colocated=False)
+
+    def __init__(
+        self,
+        engine: ContainerEngine,
+        *,
+        cwd: Path,
+        detect_gpus: Callable[[], list[str]],
+        run_id: str | None = None,
+        reaper: bool = True,
+    ) -> None:
+        self.engine = engine
+        self.cwd = cwd
+        self.detect_gpus = detect_gpus
+        self.run_id = run_id or uuid.uuid4().hex[:12]
+        self.use_reaper = reaper
+        self.runs: dict[ReplicaKey, ContainerRun] = {}
+        self.job_name = ""
+        self.network = ""
+        self._reaper: subprocess.Popen[bytes] | None = None
+        self._status_path: Path | None = None
+        self._init_containers = False
+
+    def addressing(self, job: TrainingJob, keys: Iterable[ReplicaKey]) -> Addressing:
+        # Each container has its own network namespace and the cluster's DNS names: ports as declared.
+        return ClusterAddressing()
+
+    def labels(self) -> dict[str, str]:
+        return {RUN_ID_LABEL: self.run_id, JOB_LABEL: self.job_name, RUNNER_PID_LABEL: str(os.getpid())}
+
+    def prepare(self, context: RunContext) -> None:
+        self.job_name = context.job.name
+        self.network = network_name(context.job.name)
+        self._status_path = context.directory.status_path
+        self.runs = plan_containers(
+            context,
+            labels=self.labels(),
+            gpus=self._assign_gpus(context),
+        )
+        self._init_containers = any(
+            (p.template.get("spec") or {}).get("initContainers") for p in context.plans.values()
+        )
+        self.engine.check()
+        ensure_images(self.engine, self.runs.values())
+
+    def _assign_gpus(self, context: RunContext) -> dict[str, list[str]]:
+        requests = gpu_requests(context)
+        if not any(r.count for r in requests):
+            return {}
+        return assign_gpus(requests, self.detect_gpus())
+
+    async def open(self) -> None:
+        await asyncio.to_thread(self._open)
+
+    def _open(self) -> None:
+        # What an earlier run of this job kept (cleanPodPolicy None) or a dead run left behind.
+        self.engine.remove(*self.engine.labelled(JOB_LABEL, self.job_name))
+        self.engine.remove_network(self.network)
+        if self.use_reaper:
+            self._start_reaper()
+        self.engine.create_network(self.network, self.labels())
+        for run in self.runs.values():
+            for directory in run.emptydirs:
+                shutil.rmtree(directory, ignore_errors=True)
+                Path(directory).mkdir(parents=True)
+
+    def _start_reaper(self) -> None:
+        self._reaper = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "kubetrain.local.reaper",
+                "--engine",
+                self.engine.binary,
+                "--run-id",
+                self.run_id,
+                "--network",
+                self.network,
+                "--pid",
+                str(os.getpid()),
+                "--status",
+                str(self._status_path),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            # Its own session: a Ctrl-C in the terminal reaches kubetrain, not the reaper.
+            start_new_session=True,
+        )
+
+    def replica(self, key: ReplicaKey, log: ReplicaLog, on_change: Callable[[], None]) -> Replica:
+        run = self.runs[key]
+        spec = LaunchSpec(
+            replica_type=key[0],
+            index=key[1],
+            prefix=run.replica,
+            argv=tuple(run_argv(self.engine.kind, self.engine.binary, run)),
+            env=dict(os.environ),
+            cwd=self.cwd,
+            restart=_in_place_restart(run.restart_policy),
+        )
+        return ContainerReplica(spec, run.name, self.engine, log, on_change)
+
+    async def close(self, *, interrupted: bool) -> None:
+        await asyncio.to_thread(self._close, interrupted)
+
+    def _close(self, interrupted: bool) -> None:
+        if interrupted:
+            self.engine.remove_run(RUN_ID_LABEL, self.run_id, self.network)
+        elif not self.engine.labelled(RUN_ID_LABEL, self.run_id):
+            # Containers kept by cleanPodPolicy keep their network until the next run of the job.
+            self.engine.remove_network(self.network)
+        if self._reaper is not None:
+            self._reaper.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._reaper.wait(5)
+
+    def notes(self) -> list[str]:
+        notes = [
+            f"every replica runs in its image with {self.engine.kind}, on network {self.network} "
+            f"(run {self.run_id}), reachable by its Kubernetes names"
+        ]
+        if self._init_containers:
+            notes.append("init containers are not run locally; the main containers start at once")
+        return notes
+
+
+def plan_containers(
+    context: RunContext,
+    *,
+    labels: dict[str, str],
+    gpus: dict[str, list[str]],
+) -> dict[ReplicaKey, ContainerRun]:
+    """Every replica's container, in plan order; raises ``InvalidJobError`` for what cannot run."""
+    mount = context.framework.config_mount_path
+    config_mount = (mount, context.directory.config_dir) if context.config_files and mount else None
+    runs = {}
+    for key, plan in context.plans.items():
+        run = container_run(
+            plan,
+            context.job,
+            labels=labels,
+            volumes_dir=context.directory.root / "volumes",
+            config_mount=config_mount,
+            gpus=gpus.get(f"{key[0].lower()}-{key[1]}", ()),
+        )
+        runs[key] = run
+    return runs
+
+
+def ensure_images(engine: ContainerEngine, runs: Iterable[ContainerRun]) -> None:
+    """Every image present, or pulled as its policy allows, before any replica starts."""
+    by_image: dict[tuple[str, PullPolicy], list[ContainerRun]] = {}
+    for run in runs:
+        by_image.setdefault((run.image, run.pull), []).append(run)
+    problems = []
+    for (image, pull), users in by_image.items():
+        who = ", ".join(f"{r.replica} ({r.image_field})" for r in users)
+        if pull is not PullPolicy.ALWAYS and engine.has_image(image):
+            continue
+        if pull is PullPolicy.NEVER:
+            problems.append(
+                f"image {image} for {who} is not in {engine.kind}'s storage and imagePullPolicy is Never"
+            )
+            continue
+        error = engine.pull(image)
+        if error is not None:
+            problems.append(f"image {image} for {who} could not be pulled: {error}")
+    if problems:
+        raise ContainerEngineError(
+            "; ".join(problems) + " (build or load it first, e.g. `podman images` lists them)"
+        )
+
+
+def _in_place_restart(pod_policy: str) -> InPlaceRestart:
+    try:
+        return InPlaceRestart(pod_policy)
+    except ValueError:
+        return InPlaceRestart.NEVER
+
+
+def make_substrate(runtime: Runtime, options: ProcessOptions) -> Substrate:
+    """The substrate ``--runtime`` names; ``ContainerEngineError`` when its engine is not installed."""
+    if runtime is Runtime.PROCESS:
+        return ProcessSubstrate(options)
+    engine = ContainerEngine.find(Engine(runtime.value))
+    return ContainerSubstrate(engine, cwd=options.cwd, detect_gpus=options.detect_gpus)

@@ -1,0 +1,192 @@
+"""A replica's plan becomes the ``podman run`` / ``docker run`` that starts its pod's container."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from builders import container, job
+from kubetrain.api.errors import InvalidJobError
+from kubetrain.api.jobs import TrainingJob
+from kubetrain.engine.admission import admit
+from kubetrain.engine.planning import plan_replica
+from kubetrain.frameworks.addressing import ClusterAddressing
+from kubetrain.local.container_run import (
+    ContainerRun,
+    Engine,
+    PullPolicy,
+    container_run,
+    cpus_flag,
+    memory_flag,
+    pull_policy,
+    run_argv,
+)
+
+VOLUMES = Path("/state/ddp/volumes")
+
+
+def ddp(**container_fields: Any) -> TrainingJob:
+    main = container("pytorch", image="localhost/kubetrain/pytorch:2.13.0", **container_fields)
+    return admit(
+        job("PyTorchJob", {"Master": 1, "Worker": 1}, name="ddp", namespace="team", containers=[main])
+    )
+
+
+def run_of(
+    the_job: TrainingJob, replica_type: str = "Worker", index: int = 0, **options: Any
+) -> ContainerRun:
+    plan = plan_replica(the_job, replica_type, index, ClusterAddressing())
+    return container_run(plan, the_job, labels={"kubetrain.io/run-id": "r1"}, volumes_dir=VOLUMES, **options)
+
+
+def test_a_worker_runs_its_image_command_and_the_cluster_env_on_the_job_network() -> None:
+    the_job = ddp(
+        command=["python", "train.py"], args=["--steps", "$(WORLD_SIZE)"], workingDir="/opt/kubetrain"
+    )
+    argv = run_argv(Engine.PODMAN, "podman", run_of(the_job))
+    assert argv == [
+        "podman", "run", "--name", "ddp-worker-0", "--hostname", "ddp-worker-0",
+        "--network", "kubetrain-ddp",
+        "--network-alias", "ddp-worker-0",
+        "--network-alias", "ddp-worker-0.ddp",
+        "--network-alias", "ddp-worker-0.team.svc",
+        "--network-alias", "ddp-worker-0.ddp.team.svc",
+        "--label", "kubetrain.io/replica=worker-0",
+        "--label", "kubetrain.io/run-id=r1",
+        "--label", "training.kubeflow.org/job-name=ddp",
+        "--label", "training.kubeflow.org/operator-name=pytorchjob-controller",
+        "--label", "training.kubeflow.org/replica-index=0",
+        "--label", "training.kubeflow.org/replica-type=worker",
+        "--pull", "missing",
+        "--workdir", "/opt/kubetrain",
+        "--env", "PYTHONUNBUFFERED=1",
+        "--env", "MASTER_PORT=23456",
+        "--env", "PET_MASTER_PORT=23456",
+        "--env", "MASTER_ADDR=ddp-master-0",
+        "--env", "PET_MASTER_ADDR=ddp-master-0",
+        "--env", "WORLD_SIZE=2",
+        "--env", "RANK=1",
+        "--env", "PET_NODE_RANK=1",
+        "--env", "PET_NPROC_PER_NODE=auto",
+        "--env", "PET_NNODES=2",
+        "--entrypoint", "python",
+        "localhost/kubetrain/pytorch:2.13.0", "train.py", "--steps", "2",
+    ]  # fmt: skip
+
+
+def test_the_command_replaces_the_entrypoint_and_args_follow_the_image() -> None:
+    run = run_of(ddp(command=["torchrun", "--nnodes", "2"], args=["train.py"]))
+    assert (run.entrypoint, run.args) == ("torchrun", ("--nnodes", "2", "train.py"))
+
+
+def test_args_without_a_command_replace_only_the_image_cmd() -> None:
+    argv = run_argv(Engine.PODMAN, "podman", run_of(ddp(args=["train.py"])))
+    assert "--entrypoint" not in argv
+    assert argv[-2:] == ["localhost/kubetrain/pytorch:2.13.0", "train.py"]
+
+
+def test_docker_takes_the_same_arguments_as_podman() -> None:
+    run = run_of(ddp(command=["python", "train.py"]))
+    assert run_argv(Engine.DOCKER, "docker", run)[1:] == run_argv(Engine.PODMAN, "podman", run)[1:]
+
+
+@pytest.mark.parametrize(
+    ("image", "written", "expected"),
+    [
+        ("pytorch/pytorch:2.5.1-cpu", None, PullPolicy.MISSING),
+        ("pytorch/pytorch", None, PullPolicy.ALWAYS),
+        ("pytorch/pytorch:latest", None, PullPolicy.ALWAYS),
+        ("localhost:5000/pytorch", None, PullPolicy.ALWAYS),
+        ("pytorch/pytorch@sha256:abc", None, PullPolicy.MISSING),
+        ("pytorch/pytorch:latest", "Never", PullPolicy.NEVER),
+        ("pytorch/pytorch:1", "Always", PullPolicy.ALWAYS),
+        ("pytorch/pytorch", "IfNotPresent", PullPolicy.MISSING),
+    ],
+)
+def test_image_pull_policy_is_honoured_with_the_api_servers_default(
+    image: str, written: str | None, expected: PullPolicy
+) -> None:
+    fields = {"image": image} | ({"imagePullPolicy": written} if written else {})
+    assert pull_policy(fields) is expected
+
+
+def test_limits_become_cpus_and_memory() -> None:
+    run = run_of(ddp(resources={"limits": {"cpu": "500m", "memory": "1Gi"}}))
+    argv = run_argv(Engine.PODMAN, "podman", run)
+    assert argv[argv.index("--cpus") + 1] == "0.5"
+    assert argv[argv.index("--memory") + 1] == str(2**30)
+
+
+@pytest.mark.parametrize(
+    ("quantity", "cpus"), [("2", "2"), ("1500m", "1.5"), ("0.25", "0.25"), ("1e1", "10")]
+)
+def test_cpu_quantities_are_decimal_cores(quantity: str, cpus: str) -> None:
+    assert cpus_flag(quantity) == cpus
+
+
+@pytest.mark.parametrize(
+    ("quantity", "size"), [("128Mi", 128 * 2**20), ("1G", 10**9), ("1500", 1500), ("1.5Ki", 1536)]
+)
+def test_memory_quantities_are_bytes(quantity: str, size: int) -> None:
+    assert memory_flag(quantity) == size
+
+
+def test_an_unreadable_limit_names_the_field() -> None:
+    with pytest.raises(InvalidJobError) as raised:
+        run_of(ddp(resources={"limits": {"cpu": "lots"}}))
+    assert "spec.pytorchReplicaSpecs.Worker.template.spec.containers[0].resources.limits" in str(raised.value)
+
+
+def test_gpus_are_cdi_devices_for_podman_and_a_device_list_for_docker() -> None:
+    run = run_of(ddp(), gpus=["2", "3"])
+    podman = run_argv(Engine.PODMAN, "podman", run)
+    docker = run_argv(Engine.DOCKER, "docker", run)
+    assert [podman[i + 1] for i, a in enumerate(podman) if a == "--device"] == [
+        "nvidia.com/gpu=2",
+        "nvidia.com/gpu=3",
+    ]
+    assert docker[docker.index("--gpus") + 1] == '"device=2,3"'
+
+
+def with_volumes(
+    the_job: TrainingJob, volumes: list[dict[str, Any]], mounts: list[dict[str, Any]]
+) -> TrainingJob:
+    wire = the_job.to_wire()
+    for spec in wire["spec"]["pytorchReplicaSpecs"].values():
+        spec["template"]["spec"]["volumes"] = volumes
+        spec["template"]["spec"]["containers"][0]["volumeMounts"] = mounts
+    changed: TrainingJob = type(the_job).model_validate(wire)
+    return admit(changed)
+
+
+def test_an_empty_dir_is_a_directory_of_the_replica_and_a_host_path_a_bind_mount() -> None:
+    the_job = with_volumes(
+        ddp(),
+        [{"name": "scratch", "emptyDir": {}}, {"name": "data", "hostPath": {"path": "/srv/data"}}],
+        [
+            {"name": "scratch", "mountPath": "/scratch"},
+            {"name": "data", "mountPath": "/data", "readOnly": True, "subPath": "mnist"},
+        ],
+    )
+    run = run_of(the_job)
+    argv = run_argv(Engine.PODMAN, "podman", run)
+    assert [argv[i + 1] for i, a in enumerate(argv) if a == "--volume"] == [
+        "/state/ddp/volumes/worker-0/scratch:/scratch",
+        "/srv/data/mnist:/data:ro",
+    ]
+    assert run.emptydirs == ("/state/ddp/volumes/worker-0/scratch",)
+
+
+def test_the_frameworks_config_map_is_the_runs_copy_and_any_other_is_an_error() -> None:
+    volumes = [{"name": "cfg", "configMap": {"name": "ddp-config"}}]
+    the_job = with_volumes(ddp(), volumes, [{"name": "cfg", "mountPath": "/etc/mpi"}])
+    run = run_of(the_job, config_mount=("/etc/mpi", Path("/state/ddp/config")))
+    assert [m.source for m in run.mounts] == ["/state/ddp/config"]
+    with pytest.raises(InvalidJobError) as raised:
+        run_of(the_job)
+    assert (
+        "spec.pytorchReplicaSpecs.Worker.template.spec.volumes[0]: configMap has no local equivalent"
+        in str(raised.value)
+    )
