@@ -7,13 +7,14 @@ from pathlib import Path
 
 import typer
 
-from kubetrain.envtest import binaries, controlplane
+from kubetrain.envtest import binaries, controlplane, realnode
 from kubetrain.envtest.nodes import NodeShape
 
 app = typer.Typer(
     name="envtest",
     help="A real Kubernetes control plane (etcd, kube-apiserver, kube-scheduler, kube-controller-manager) "
-    "with fake GPU nodes, as plain processes on 127.0.0.1.\n\n"
+    "with fake GPU nodes, as plain processes on 127.0.0.1; --real-node adds a kubelet that runs real "
+    "containers.\n\n"
     "Example: kubetrain envtest start && export KUBECONFIG=$(kubetrain envtest kubeconfig)",
     no_args_is_help=True,
 )
@@ -37,6 +38,9 @@ def _say(message: str) -> None:
 @app.command()
 def build(
     force: bool = typer.Option(False, "--force", help="Rebuild even if the cached binaries are current."),
+    real_node: bool = typer.Option(
+        False, "--real-node", help="Also build the real node's kubelet and CoreDNS (<version>-node/)."
+    ),
 ) -> None:
     """Build (once per version) kube-apiserver, kube-scheduler, kube-controller-manager, kubectl and etcd.
 
@@ -47,20 +51,32 @@ def build(
     """
     try:
         built = binaries.ensure_built(log=_say, force=force)
+        node = binaries.ensure_node_built(log=_say, force=force) if real_node else None
     except binaries.BuildError as error:
         _say(f"error: {error}")
         raise typer.Exit(1) from error
     typer.echo(built.directory)
+    if node is not None:
+        typer.echo(node.directory)
 
 
 @app.command()
 def start(
     directory: Path | None = DIR_OPTION,
-    nodes: int = typer.Option(2, "--nodes", min=0, help="Fake nodes to register."),
+    nodes: int | None = typer.Option(
+        None, "--nodes", min=0, help="Fake nodes to register [default: 2, or 0 with --real-node]."
+    ),
     gpus_per_node: int = typer.Option(4, "--gpus-per-node", min=0, help="nvidia.com/gpu on each fake node."),
     cpu_per_node: str = typer.Option("8", "--cpu-per-node", help="CPU capacity of each fake node."),
     memory_per_node: str = typer.Option(
         "32Gi", "--memory-per-node", help="Memory capacity of each fake node."
+    ),
+    real_node: bool = typer.Option(
+        False,
+        "--real-node",
+        help=f"Also run one real node, {realnode.NODE_NAME} (kubelet, containerd, CoreDNS; root only), "
+        f"labelled {realnode.REAL_NODE_LABEL}=true. Without fake nodes (the default then) every pod runs "
+        "there.",
     ),
 ) -> None:
     """Start envtest (building it first if needed) and print the path of its admin kubeconfig.
@@ -69,19 +85,24 @@ def start(
     running in that directory: prints its kubeconfig and leaves it be.
 
     Example: kubetrain envtest start --nodes 3 --gpus-per-node 8
+
+    Example: kubetrain envtest start --real-node
     """
     run_dir = _run_dir(directory)
     options = controlplane.EnvtestOptions(
-        nodes=nodes, node_shape=NodeShape(cpu=cpu_per_node, memory=memory_per_node, gpus=gpus_per_node)
+        nodes=nodes if nodes is not None else (0 if real_node else 2),
+        node_shape=NodeShape(cpu=cpu_per_node, memory=memory_per_node, gpus=gpus_per_node),
+        real_node=real_node,
     )
     try:
         state = controlplane.start(run_dir, options, log=_say)
-    except (controlplane.EnvtestError, binaries.BuildError) as error:
+    except (controlplane.EnvtestError, binaries.BuildError, realnode.RealNodeError) as error:
         _say(f"error: {error}")
         raise typer.Exit(1) from error
     timings = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in state.start_seconds.items())
     _say(f"envtest {state.version} ready at {state.server} ({timings})")
-    _say(f"nodes: {', '.join(state.nodes)}; stop with: kubetrain envtest stop --dir {run_dir}")
+    all_nodes = [*state.nodes, *([state.real_node] if state.real_node else [])]
+    _say(f"nodes: {', '.join(all_nodes) or 'none'}; stop with: kubetrain envtest stop --dir {run_dir}")
     typer.echo(state.kubeconfig)
 
 
@@ -109,6 +130,8 @@ def status(directory: Path | None = DIR_OPTION) -> None:
         typer.echo(f"server:     {current.state.server}")
         typer.echo(f"kubeconfig: {current.state.kubeconfig}")
         typer.echo(f"nodes:      {', '.join(current.state.nodes)}")
+        if current.state.real_node:
+            typer.echo(f"real node:  {current.state.real_node}")
     typer.echo(f"api ready:  {'yes' if current.api_ready else 'no'}")
     for component in current.components:
         if component.pid is None:

@@ -32,6 +32,12 @@ KUBERNETES_PACKAGES = tuple(f"k8s.io/kubernetes/cmd/{name}" for name in COMPONEN
 ETCD_PACKAGE = "./cmd/etcd"
 BUILD_INFO = "build-info.json"
 
+# The real node's binaries (``envtest start --real-node``), built only when one is asked for, into a
+# directory of their own so the fake-node tiers never wait for them: the kubelet from the same pinned
+# k8s.io/kubernetes module, CoreDNS from its own module in tools/coredns.
+NODE_COMPONENTS = ("kubelet", "coredns")
+KUBELET_PACKAGE = "k8s.io/kubernetes/cmd/kubelet"
+
 _KUBERNETES_REQUIRE = re.compile(
     r"^\s*(?:require\s+)?k8s\.io/kubernetes\s+(v\d+\.\d+\.\d+)\s*$", re.MULTILINE
 )
@@ -193,6 +199,119 @@ def build_command(go: str, version: str, output: Path) -> list[str]:
         *KUBERNETES_PACKAGES,
         ETCD_PACKAGE,
     ]
+
+
+@dataclass(frozen=True)
+class NodeBinaries:
+    """The directory holding the real node's kubelet and coredns."""
+
+    version: str
+    directory: Path
+
+    @property
+    def kubelet(self) -> Path:
+        return self.directory / "kubelet"
+
+    @property
+    def coredns(self) -> Path:
+        return self.directory / "coredns"
+
+    def missing(self) -> list[str]:
+        return [name for name in NODE_COMPONENTS if not os.access(self.directory / name, os.X_OK)]
+
+
+def coredns_module_dir() -> Path:
+    """tools/coredns of this checkout: the real node needs a checkout (an installed wheel has no tools/)."""
+    return Path(__file__).resolve().parents[3] / "tools" / "coredns"
+
+
+def node_fingerprint(module: Path, coredns_module: Path) -> str:
+    digest = hashlib.sha256(module_fingerprint(module).encode())
+    for name in ("go.mod", "go.sum", "main.go"):
+        path = coredns_module / name
+        digest.update(name.encode() + b"\0" + (path.read_bytes() if path.exists() else b"") + b"\0")
+    return digest.hexdigest()
+
+
+def locate_node(module: Path | None = None) -> NodeBinaries:
+    version = kubernetes_version(module)
+    return NodeBinaries(version, binaries_dir(version).with_name(f"{version}-node"))
+
+
+def ensure_node_built(
+    module: Path | None = None, log: Callable[[str], None] = lambda _: None, force: bool = False
+) -> NodeBinaries:
+    """The kubelet and CoreDNS, built first when missing or built from other module files."""
+    module = module or module_dir()
+    coredns_module = coredns_module_dir()
+    if not (coredns_module / "go.mod").is_file():
+        raise BuildError(
+            f"{coredns_module}/go.mod not found: the real node is built from a kubetrain checkout"
+        )
+    node = locate_node(module)
+    fingerprint = node_fingerprint(module, coredns_module)
+
+    def current() -> bool:
+        info = node.directory / BUILD_INFO
+        return (
+            not node.missing()
+            and info.is_file()
+            and json.loads(info.read_text()).get("fingerprint") == fingerprint
+        )
+
+    if not force and current():
+        return node
+    node.directory.parent.mkdir(parents=True, exist_ok=True)
+    with (node.directory.parent / f".{node.directory.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not force and current():
+            return node
+        go = _go(log)
+        staging = node.directory.with_name(node.directory.name + ".partial")
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"}
+        log(f"building kubelet {node.version} and CoreDNS into {node.directory} (minutes when cold)")
+        started = time.monotonic()
+        builds = (
+            (
+                module,
+                [
+                    go,
+                    "build",
+                    "-tags",
+                    "providerless",
+                    "-trimpath",
+                    "-ldflags",
+                    ldflags(node.version),
+                    "-o",
+                    str(staging / "kubelet"),
+                    KUBELET_PACKAGE,
+                ],
+            ),
+            (
+                coredns_module,
+                [go, "build", "-trimpath", "-ldflags", "-s -w", "-o", str(staging / "coredns"), "."],
+            ),
+        )
+        for directory, command in builds:
+            result = subprocess.run(
+                command, cwd=directory, env=env, stdout=sys.stderr, stderr=sys.stderr, check=False
+            )
+            if result.returncode != 0:
+                raise BuildError(
+                    f"`{' '.join(command)}` in {directory} failed with exit status {result.returncode}"
+                )
+        info = {
+            "version": node.version,
+            "fingerprint": fingerprint,
+            "build_seconds": round(time.monotonic() - started, 1),
+        }
+        (staging / BUILD_INFO).write_text(json.dumps(info, indent=2) + "\n")
+        shutil.rmtree(node.directory, ignore_errors=True)
+        staging.rename(node.directory)
+        log(f"built in {info['build_seconds']} s")
+    return node
 
 
 def _go(log: Callable[[str], None]) -> str:

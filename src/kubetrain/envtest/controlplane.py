@@ -27,8 +27,8 @@ from typing import Any
 import httpx
 import yaml
 
-from kubetrain.envtest import processes
-from kubetrain.envtest.binaries import Binaries, ensure_built
+from kubetrain.envtest import processes, realnode
+from kubetrain.envtest.binaries import Binaries, ensure_built, ensure_node_built
 from kubetrain.envtest.kubeapi import ApiError, KubeApi
 from kubetrain.envtest.nodes import NodeShape, is_schedulable, register_nodes
 from kubetrain.envtest.pki import ADMIN, CONTROLLER_MANAGER, SCHEDULER, Identity, Pki, generate_pki
@@ -68,6 +68,8 @@ class EnvtestOptions:
     nodes: int = 2
     node_shape: NodeShape = field(default_factory=NodeShape)
     ready_timeout_seconds: float = 60.0
+    real_node: bool = False
+    """Add one real node (kubelet, containerd, CoreDNS; see realnode.py) beside the fake ones."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,12 @@ class EnvtestState:
     nodes: list[str]
     started_at: float
     start_seconds: dict[str, float]
+    real_node: str | None = None
+
+    @property
+    def components(self) -> tuple[str, ...]:
+        control_plane = tuple(name for name in COMPONENT_ORDER if self.nodes or name != "node-heartbeat")
+        return control_plane + (realnode.NODE_COMPONENTS if self.real_node else ())
 
     @property
     def kubeconfig(self) -> Path:
@@ -105,6 +113,7 @@ class EnvtestState:
             nodes=list(data["nodes"]),
             started_at=float(data["started_at"]),
             start_seconds=dict(data["start_seconds"]),
+            real_node=data.get("real_node"),
         )
 
 
@@ -184,14 +193,15 @@ def etcd_args(binaries: Binaries, run_dir: Path, ports: Ports) -> list[str]:
     ]
 
 
-def apiserver_args(binaries: Binaries, pki: Pki, ports: Ports) -> list[str]:
-    server = f"https://127.0.0.1:{ports.apiserver}"
-    return [
+def apiserver_args(binaries: Binaries, pki: Pki, ports: Ports, real_node: bool = False) -> list[str]:
+    host = realnode.NODE_IP if real_node else "127.0.0.1"
+    server = f"https://{host}:{ports.apiserver}"
+    args = [
         str(binaries.kube_apiserver),
         f"--etcd-servers=http://127.0.0.1:{ports.etcd_client}",
-        "--bind-address=127.0.0.1",
+        f"--bind-address={host}",
         f"--secure-port={ports.apiserver}",
-        "--advertise-address=127.0.0.1",
+        f"--advertise-address={host}",
         # The "kubernetes" Endpoints may not hold a loopback address; nothing in the tests needs them.
         "--endpoint-reconciler-type=none",
         f"--tls-cert-file={pki.serving_cert}",
@@ -200,6 +210,7 @@ def apiserver_args(binaries: Binaries, pki: Pki, ports: Ports) -> list[str]:
         f"--token-auth-file={pki.token_file}",
         "--authorization-mode=RBAC",
         f"--service-account-issuer={server}",
+        f"--api-audiences={server}",
         f"--service-account-key-file={pki.service_account_pub}",
         f"--service-account-signing-key-file={pki.service_account_key}",
         f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
@@ -209,6 +220,19 @@ def apiserver_args(binaries: Binaries, pki: Pki, ports: Ports) -> list[str]:
         # node-lifecycle controller notices it is Ready (seconds); the fake nodes are Ready from the start.
         "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
     ]
+    if real_node:
+        kubelet_cert, kubelet_key = realnode.apiserver_kubelet_client(pki)
+        args = [arg for arg in args if not arg.startswith(("--disable-admission-plugins", "--authorization"))]
+        args += [
+            # Real pods mount a projected ServiceAccount token (the operator runs in-cluster), and the
+            # kubelet authenticates as system:node:<name>, which the Node authorizer (not RBAC) admits.
+            "--authorization-mode=Node,RBAC",
+            "--disable-admission-plugins=TaintNodesByCondition",
+            f"--kubelet-client-certificate={kubelet_cert}",
+            f"--kubelet-client-key={kubelet_key}",
+            "--kubelet-preferred-address-types=InternalIP",
+        ]
+    return args
 
 
 def controller_manager_args(binaries: Binaries, run_dir: Path, pki: Pki, ports: Ports) -> list[str]:
@@ -304,13 +328,27 @@ def start(
         return current.state
     stop(run_dir)  # leftovers of a crashed or half-started instance
 
+    if options.real_node:
+        reasons = realnode.cannot_run_reasons()
+        if reasons:
+            raise EnvtestError("a real node cannot run on this machine: " + "; ".join(reasons))
     binaries = ensure_built(log=log)
+    node_binaries = ensure_node_built(log=log) if options.real_node else None
     started_at = time.time()
     clock = time.monotonic()
     _reset_run_dir(run_dir)
-    pki = generate_pki(run_dir / "pki")
+    host = "127.0.0.1"
+    if options.real_node:
+        realnode.node_paths(run_dir).root.mkdir(parents=True)  # stop tears the node down when this exists
+        try:
+            realnode.setup_network()
+        except BaseException:
+            stop(run_dir)
+            raise
+        host = realnode.NODE_IP
+    pki = generate_pki(run_dir / "pki", extra_ips=(realnode.NODE_IP,) if options.real_node else ())
     ports = choose_ports()
-    server = f"https://127.0.0.1:{ports.apiserver}"
+    server = f"https://{host}:{ports.apiserver}"
     for identity, filename in (
         (ADMIN, ADMIN_KUBECONFIG),
         (SCHEDULER, "scheduler.kubeconfig"),
@@ -319,10 +357,29 @@ def start(
         write_kubeconfig(run_dir / filename, server, pki, identity)
     timings: dict[str, float] = {}
     try:
-        timings.update(_start_components(run_dir, binaries, pki, ports, options))
+        timings.update(_start_components(run_dir, binaries, pki, ports, options, host))
         with KubeApi.from_kubeconfig(run_dir / ADMIN_KUBECONFIG) as api:
+            if node_binaries is not None:
+                realnode.route_kubernetes_service(ports.apiserver)
+                timings.update(
+                    realnode.start(
+                        run_dir,
+                        node_binaries,
+                        pki,
+                        server,
+                        run_dir / ADMIN_KUBECONFIG,
+                        lambda what, ready, record: _wait_for(
+                            what, ready, record, options.ready_timeout_seconds
+                        ),
+                        lambda: _node_ready(api.get(f"/api/v1/nodes/{realnode.NODE_NAME}")),
+                        log,
+                    )
+                )
             nodes = register_nodes(api, options.nodes, options.node_shape, binaries.version)
-            heartbeat = processes.spawn(run_dir, "node-heartbeat", heartbeat_args(run_dir, nodes))
+            # Nothing to renew without fake nodes (--real-node alone): no heartbeat process then.
+            heartbeat = (
+                processes.spawn(run_dir, "node-heartbeat", heartbeat_args(run_dir, nodes)) if nodes else None
+            )
             timings["nodes-schedulable"] = _wait_for(
                 "fake nodes Ready and untainted",
                 lambda: all(is_schedulable(api.get(f"/api/v1/nodes/{name}")) for name in nodes),
@@ -347,9 +404,15 @@ def start(
         nodes=nodes,
         started_at=started_at,
         start_seconds={name: round(seconds, 3) for name, seconds in timings.items()},
+        real_node=realnode.NODE_NAME if options.real_node else None,
     )
     (run_dir / STATE_FILE).write_text(state.to_json())
     return state
+
+
+def _node_ready(node: dict[str, Any]) -> bool:
+    conditions = node.get("status", {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
 def _reset_run_dir(run_dir: Path) -> None:
@@ -364,7 +427,7 @@ def _reset_run_dir(run_dir: Path) -> None:
 
 
 def _start_components(
-    run_dir: Path, binaries: Binaries, pki: Pki, ports: Ports, options: EnvtestOptions
+    run_dir: Path, binaries: Binaries, pki: Pki, ports: Ports, options: EnvtestOptions, host: str
 ) -> dict[str, float]:
     timeout = options.ready_timeout_seconds
     timings: dict[str, float] = {}
@@ -373,12 +436,14 @@ def _start_components(
         "etcd /health", lambda: _http_ok(f"http://127.0.0.1:{ports.etcd_client}/health"), etcd, timeout
     )
 
-    apiserver = processes.spawn(run_dir, "kube-apiserver", apiserver_args(binaries, pki, ports))
+    apiserver = processes.spawn(
+        run_dir, "kube-apiserver", apiserver_args(binaries, pki, ports, options.real_node)
+    )
     admin = {"Authorization": f"Bearer {pki.token(ADMIN)}"}
     timings["kube-apiserver"] = _wait_for(
         "kube-apiserver /readyz",
         lambda: _http_ok(
-            f"https://127.0.0.1:{ports.apiserver}/readyz",
+            f"https://{host}:{ports.apiserver}/readyz",
             headers=admin,
             verify=ssl.create_default_context(cafile=pki.ca_cert),
         ),
@@ -410,7 +475,12 @@ def _start_components(
 def stop(run_dir: Path) -> list[str]:
     """Stop every process this run directory recorded, clients first; return the names of those that were
     running."""
-    stopped = [name for name in reversed(COMPONENT_ORDER) if processes.terminate(run_dir, name)]
+    stopped: list[str] = []
+    # The node first (its kubelet is an API client); only a run directory that started one owns the
+    # host's bridge and DNAT rule.
+    if realnode.node_paths(run_dir).root.exists():
+        stopped += realnode.teardown(run_dir)
+    stopped += [name for name in reversed(COMPONENT_ORDER) if processes.terminate(run_dir, name)]
     (run_dir / STATE_FILE).unlink(missing_ok=True)
     return stopped
 
@@ -418,7 +488,7 @@ def stop(run_dir: Path) -> list[str]:
 def status(run_dir: Path) -> EnvtestStatus:
     state = EnvtestState.read(run_dir)
     components: list[ComponentStatus] = []
-    for name in COMPONENT_ORDER:
+    for name in state.components if state is not None else COMPONENT_ORDER:
         record = processes.read_record(run_dir, name)
         if record is None:
             components.append(ComponentStatus(name, None, False, None, None))

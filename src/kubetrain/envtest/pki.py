@@ -80,9 +80,9 @@ class Pki:
         return self.tokens[identity.name]
 
 
-def generate_pki(directory: Path) -> Pki:
-    """Write a fresh CA, serving certificate (loopback + in-cluster names), service-account keys and token
-    file."""
+def generate_pki(directory: Path, extra_ips: tuple[str, ...] = ()) -> Pki:
+    """Write a fresh CA, serving certificate (loopback + in-cluster names + ``extra_ips``: the real node's
+    address, where the API server then listens), service-account keys and token file."""
     directory.mkdir(parents=True, exist_ok=True)
     directory.chmod(0o700)
     pki = Pki(directory, {identity.name: secrets.token_hex(24) for identity in IDENTITIES})
@@ -90,7 +90,7 @@ def generate_pki(directory: Path) -> Pki:
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_cert = _ca_certificate(ca_key)
     serving_key = ec.generate_private_key(ec.SECP256R1())
-    serving_cert = _serving_certificate(serving_key.public_key(), ca_key, ca_cert)
+    serving_cert = _serving_certificate(serving_key.public_key(), ca_key, ca_cert, extra_ips)
     # The service-account issuer signs with RS256 by default, so this key must be RSA.
     sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 
@@ -106,6 +106,36 @@ def generate_pki(directory: Path) -> Pki:
     )
     _write_token_file(pki)
     return pki
+
+
+def issue_client_certificate(
+    pki: Pki, filename: str, common_name: str, organizations: tuple[str, ...] = ()
+) -> tuple[Path, Path]:
+    """A client certificate signed by the envtest CA (the API server and the kubelet both trust it): the
+    user is the common name, the groups the organizations. Returns the certificate and key paths."""
+    ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), password=None)
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise TypeError(f"{pki.ca_key}: not the EC key generate_pki writes")
+    ca_cert = x509.load_pem_x509_certificate(pki.ca_cert.read_bytes())
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, org) for org in organizations]
+    subject.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name(subject))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(_now())
+        .not_valid_after(_now() + VALIDITY)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    cert_path, key_path = pki.directory / f"{filename}.crt", pki.directory / f"{filename}.key"
+    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    _write_private_key(key_path, key)
+    return cert_path, key_path
 
 
 def load_pki(directory: Path) -> Pki:
@@ -176,11 +206,15 @@ def _ca_certificate(key: ec.EllipticCurvePrivateKey) -> x509.Certificate:
 
 
 def _serving_certificate(
-    public_key: ec.EllipticCurvePublicKey, ca_key: ec.EllipticCurvePrivateKey, ca_cert: x509.Certificate
+    public_key: ec.EllipticCurvePublicKey,
+    ca_key: ec.EllipticCurvePrivateKey,
+    ca_cert: x509.Certificate,
+    extra_ips: tuple[str, ...] = (),
 ) -> x509.Certificate:
     alt_names: list[x509.GeneralName] = [
         x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
         x509.IPAddress(ipaddress.ip_address(SERVICE_IP)),
+        *(x509.IPAddress(ipaddress.ip_address(address)) for address in extra_ips),
         *(x509.DNSName(name) for name in SERVING_DNS_NAMES),
     ]
     return (
