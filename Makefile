@@ -11,6 +11,7 @@ PYTEST := $(BIN)/pytest
 
 .PHONY: help install run test lint test-unit test-local test-cluster envtest-build helm-build manifests docs clean \
 	image images image-tools test-images
+.PHONY: podman test-containers
 
 help:
 	@echo "make run   - train the example PyTorch DDP job locally (1 master + 2 workers)"
@@ -34,7 +35,7 @@ lint: $(EXAMPLES_STAMP)
 test-unit: $(STAMP)
 	$(PYTEST) tests/unit -q
 
-test: lint test-unit test-local test-cluster test-images
+test: lint test-unit test-local test-containers test-cluster test-images
 
 # envtest: a real control plane (etcd, kube-apiserver, scheduler, controller-manager) built from the
 # Kubernetes Go modules pinned in tools/envtest, cached in ~/.cache/kubetrain/envtest/<version>/.
@@ -61,6 +62,17 @@ run: $(EXAMPLES_STAMP)
 # Real processes: every example trains for real, plus restart, failure and Ctrl-C semantics.
 test-local: $(EXAMPLES_STAMP)
 	$(PYTEST) tests/local -q
+
+# Podman for `kubetrain run --runtime podman` (tools/containers/setup.sh): netavark with aardvark-dns for the job
+# network's DNS, installed when missing, and runc plus lower ulimits on hosts with hybrid cgroups (this one).
+podman: image-tools
+	[ "$$(id -u)" != 0 ] || sh tools/containers/setup.sh
+
+# Replicas in containers (tests/containers): the images the tests run are built first (each skipped when its
+# recipe is unchanged); where podman cannot run them, every test is skipped with the reason.
+test-containers: $(EXAMPLES_STAMP) podman
+	[ "$$(id -u)" != 0 ] || $(PYTHON) tools/images/build.py python pytorch xgboost
+	$(PYTEST) tests/containers -q -rs
 
 # helm, built from the module proxy like envtest (tools/helm pins it), cached in ~/.cache/kubetrain/helm/<version>/.
 helm-build: $(STAMP)

@@ -67,25 +67,31 @@ class TrainingClient:
         job_kind: str = "PyTorchJob",
         backend: str = "kubernetes",
         state_dir: str | Path | None = None,
+        runtime: str = "process",
     ) -> None:
         """``backend="kubernetes"`` loads ``config_file`` (or in-cluster config, ``$KUBECONFIG``,
         ``~/.kube/config``); ``client_configuration`` may be a lightkube ``KubeConfig``. ``backend="local"``
         runs jobs on this machine, recorded under ``state_dir`` (default ``$KUBETRAIN_STATE_DIR`` or
-        ``~/.local/state/kubetrain/runs``). ``namespace`` defaults to the kubeconfig context's, else
-        ``default``."""
+        ``~/.local/state/kubetrain/runs``) and run by ``runtime``: ``process`` (each replica a process here),
+        ``podman`` or ``docker`` (each in its image, as ``kubetrain run --runtime``). ``namespace`` defaults
+        to the kubeconfig context's, else ``default``."""
         self.job_kind = resolve_kind(job_kind)
         self.backend_name = backend
         self.backend: Backend
         if backend == "local":
             from kubetrain.sdk.backends.local import LocalBackend
 
-            self.backend = LocalBackend(Path(state_dir) if state_dir is not None else None)
+            self.backend = LocalBackend(Path(state_dir) if state_dir is not None else None, runtime=runtime)
         elif backend == "kubernetes":
             from kubetrain.sdk.backends.kubernetes import KubernetesBackend
 
             self.backend = KubernetesBackend(config_file, context, client_configuration)
         else:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+        if backend != "local" and runtime != "process":
+            raise ValueError(
+                "runtime chooses how a local run starts its replicas: use it with backend='local'"
+            )
         self.namespace = namespace or self.backend.default_namespace
 
     # --- helpers -------------------------------------------------------------------------------

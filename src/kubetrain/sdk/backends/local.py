@@ -28,6 +28,7 @@ from kubetrain.api.manifest import parse_job
 from kubetrain.engine.admission import admit
 from kubetrain.frameworks.registry import framework_for
 from kubetrain.local.state import ReplicaRecord, RunDirectory, RunRecord, default_state_dir, list_runs
+from kubetrain.local.substrate import Runtime
 from kubetrain.sdk.backends.base import JobEvent, LogLine
 from kubetrain.sdk.errors import (
     JobExistsError,
@@ -75,9 +76,16 @@ def _stopped_condition(record: RunRecord) -> JobCondition | None:
 
 
 class LocalBackend:
-    def __init__(self, state_dir: Path | None = None, cwd: Path | None = None) -> None:
+    def __init__(
+        self, state_dir: Path | None = None, cwd: Path | None = None, runtime: str = "process"
+    ) -> None:
         self.state_dir = state_dir or default_state_dir()
         self.cwd = cwd
+        try:
+            self.runtime = Runtime(runtime)
+        except ValueError:
+            choices = ", ".join(r.value for r in Runtime)
+            raise ValueError(f"runtime must be one of {choices}, got {runtime!r}") from None
         self.default_namespace = LOCAL_NAMESPACE
         self._children: dict[str, subprocess.Popen[bytes]] = {}
 
@@ -217,6 +225,8 @@ class LocalBackend:
                     str(manifest),
                     "--state-dir",
                     str(self.state_dir),
+                    "--runtime",
+                    str(self.runtime),
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=log,

@@ -1,0 +1,158 @@
+"""``kubetrain run --runtime podman``: the examples train in their images, with the cluster's names and rules.
+
+The examples' manifests run as written: their images (``localhost/kubetrain/pytorch``, ``.../xgboost``)
+hold ``examples/`` in their working directory, as ``tools/images/build.py`` builds them.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from containers.container_env import (
+    PYTHON_IMAGE,
+    containers_of,
+    network_exists,
+    running_containers_of,
+    wait_for,
+)
+from local.local_run import KUBETRAIN, REPO, Run, kubetrain_run, write_manifest
+
+pytestmark = [pytest.mark.containers, pytest.mark.slow]
+PODMAN = ("--runtime", "podman")
+
+
+def python_job(
+    name: str, replicas: dict[str, tuple[int, str]], restart_policy: str = "Never"
+) -> dict[str, Any]:
+    """A PyTorchJob whose replicas run ``python -c CODE`` in the Python base image."""
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": name},
+        "spec": {
+            "pytorchReplicaSpecs": {
+                replica_type: {
+                    "replicas": count,
+                    "restartPolicy": restart_policy,
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {
+                                    "name": "pytorch",
+                                    "image": PYTHON_IMAGE,
+                                    "command": ["python", "-c", code],
+                                    "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}],
+                                }
+                            ],
+                            "volumes": [{"name": "scratch", "emptyDir": {}}],
+                        }
+                    },
+                }
+                for replica_type, (count, code) in replicas.items()
+            }
+        },
+    }
+
+
+def start(manifest: Path, state_dir: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [KUBETRAIN, "run", str(manifest), "--state-dir", str(state_dir), "--grace-period", "5", *PODMAN],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def succeeded(run: Run) -> bool:
+    return run.returncode == 0 and run.condition("Succeeded") is not None
+
+
+SLEEPER = "import time; print('up', flush=True); time.sleep(600)"
+
+
+def test_the_pytorch_ddp_example_trains_in_its_image_resolving_the_master_by_its_kubernetes_name(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    run = kubetrain_run(REPO / "examples/pytorch-ddp/job.yaml", state_dir, extra=PODMAN)
+
+    assert succeeded(run), run.stderr[-3000:]
+    for replica, rank in (("master-0", 0), ("worker-0", 1), ("worker-1", 2)):
+        assert f"rank {rank}/3 joined the process group via pytorch-ddp-master-0:23456" in run.lines_of(
+            replica
+        )
+
+
+def test_the_xgboost_example_trains_in_its_image_with_the_tracker_on_the_masters_name(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    run = kubetrain_run(REPO / "examples/xgboost/job.yaml", state_dir, extra=PODMAN)
+
+    assert succeeded(run), run.stderr[-3000:]
+    assert any(line.startswith("rank 2 logloss") for line in run.lines_of("worker-1")), run.stdout[-2000:]
+
+
+def test_a_replica_failing_under_on_failure_is_restarted_in_place_and_keeps_its_empty_dir(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    code = (
+        "import os, sys\n"
+        "if os.path.exists('/scratch/tried'): sys.exit(0)\n"
+        "open('/scratch/tried', 'w').close(); sys.exit(3)\n"
+    )
+    manifest = write_manifest(tmp_path, python_job("retried", {"Master": (1, code)}, "OnFailure"))
+
+    run = kubetrain_run(manifest, state_dir, extra=PODMAN)
+
+    assert succeeded(run), run.stderr[-3000:]
+    assert run.replica("master-0")["exit_codes"] == [3, 0]
+    assert run.replica("master-0")["restarts"] == 1
+
+
+def test_a_missing_image_fails_before_anything_starts_naming_the_replica_and_the_image(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    manifest = python_job("no-image", {"Master": (1, "pass")})
+    container = manifest["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
+    container.update(image="localhost/kubetrain/absent:1", imagePullPolicy="Never")
+
+    run = kubetrain_run(write_manifest(tmp_path, manifest), state_dir, extra=PODMAN)
+
+    assert run.returncode == 1
+    assert "image localhost/kubetrain/absent:1 for master-0" in run.stderr
+    assert containers_of("no-image") == []
+
+
+def test_ctrl_c_removes_every_container_and_the_network(tmp_path: Path, state_dir: Path) -> None:
+    manifest = write_manifest(
+        tmp_path, python_job("ctrl-c", {"Master": (1, SLEEPER), "Worker": (2, SLEEPER)})
+    )
+    runner = start(manifest, state_dir)
+    wait_for(lambda: len(running_containers_of("ctrl-c")) == 3)
+
+    runner.send_signal(signal.SIGINT)
+    _, stderr = runner.communicate(timeout=60)
+
+    assert runner.returncode == 130, stderr
+    assert containers_of("ctrl-c") == []
+    assert not network_exists("ctrl-c")
+
+
+def test_a_sigkilled_kubetrain_leaves_no_container_once_the_reaper_runs(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    manifest = write_manifest(
+        tmp_path, python_job("killed", {"Master": (1, SLEEPER), "Worker": (1, SLEEPER)})
+    )
+    runner = start(manifest, state_dir)
+    wait_for(lambda: len(running_containers_of("killed")) == 2)
+
+    runner.send_signal(signal.SIGKILL)
+    runner.communicate(timeout=10)
+
+    wait_for(lambda: containers_of("killed") == [] and not network_exists("killed"), timeout=60)
