@@ -10,7 +10,7 @@ EXAMPLES_STAMP := $(VENV)/.installed-examples
 PYTEST := $(BIN)/pytest
 
 .PHONY: help install run test lint test-unit test-local test-cluster envtest-build helm-build manifests docs clean \
-	image images image-tools test-images
+	image images image-tools test-images node-packages test-e2e
 .PHONY: podman test-containers
 
 help:
@@ -35,7 +35,7 @@ lint: $(EXAMPLES_STAMP)
 test-unit: $(STAMP)
 	$(PYTEST) tests/unit -q
 
-test: lint test-unit test-local test-containers test-cluster test-images
+test: lint test-unit test-local test-containers test-cluster test-images test-e2e
 
 # envtest: a real control plane (etcd, kube-apiserver, scheduler, controller-manager) built from the
 # Kubernetes Go modules pinned in tools/envtest, cached in ~/.cache/kubetrain/envtest/<version>/.
@@ -48,6 +48,19 @@ test-cluster: envtest-build helm-build image
 	trap '$(BIN)/kubetrain envtest stop --dir $(ENVTEST_TEST_DIR)' EXIT; \
 	$(BIN)/kubetrain envtest start --dir $(ENVTEST_TEST_DIR) >/dev/null && \
 	KUBETRAIN_ENVTEST_DIR=$(ENVTEST_TEST_DIR) $(PYTEST) tests/cluster -q
+
+# The real envtest node's runtime from Debian (containerd, runc, the CNI plugins), installed when missing and
+# only as root: a machine that cannot run the node gets the e2e tier skipped with the reason instead.
+node-packages: image-tools
+	[ "$$(id -u)" != 0 ] || { command -v containerd >/dev/null && command -v runc >/dev/null \
+		&& test -x /usr/lib/cni/bridge; } || { apt-get update -qq && apt-get install -y -qq containerd runc containernetworking-plugins; }
+
+# Real pods on a real node (tests/e2e): the kubelet, CoreDNS and the images the pods run are built first
+# (minutes when cold; cached), where the machine can run them; the tier starts envtest --real-node in a
+# temporary directory and stops it.
+test-e2e: envtest-build node-packages
+	[ "$$(id -u)" != 0 ] || { $(BIN)/kubetrain envtest build --real-node >/dev/null && $(PYTHON) tools/images/build.py pause python; }
+	$(PYTEST) tests/e2e -q -rs
 
 # The examples' frameworks (torch, xgboost, mpi4py, jax, tensorflow) and Open MPI for the MPIJob example.
 $(EXAMPLES_STAMP): $(STAMP) pyproject.toml

@@ -1,0 +1,67 @@
+"""Fixtures of the e2e tier: one envtest with a real node (kubelet, containerd, CoreDNS) for the session.
+
+The tier needs root, containerd, runc, the CNI plugins, overlayfs and cgroups; where any is missing every
+test is skipped with the reason (``make test-e2e`` prints it in the short summary). An envtest is started
+for the session (in a temporary directory) and stopped at its end; one real node runs on a machine at a
+time.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from e2e.realpods import RealCluster, wait_until
+from kubetrain.envtest import controlplane, realnode
+from kubetrain.envtest.kubeapi import ApiError, KubeApi
+
+
+def _say(message: str) -> None:
+    print(f"e2e: {message}", file=sys.__stderr__, flush=True)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    reasons = realnode.cannot_run_reasons()
+    if not reasons:
+        return
+    skip = pytest.mark.skip(reason="the real node cannot run on this machine: " + "; ".join(reasons))
+    for item in items:
+        if "tests/e2e" in str(item.path):
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
+    run_dir = tmp_path_factory.mktemp("e2e-envtest")
+    options = controlplane.EnvtestOptions(nodes=0, real_node=True)
+    try:
+        kubeconfig = controlplane.start(run_dir, options, log=_say).kubeconfig
+        realnode.load_images(realnode.node_paths(run_dir), ["python"])
+        with KubeApi.from_kubeconfig(kubeconfig) as api:
+            yield RealCluster(run_dir, kubeconfig, api)
+    finally:
+        controlplane.stop(run_dir)
+
+
+@pytest.fixture
+def namespace(real_cluster: RealCluster, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace, with its default ServiceAccount (real pods mount its token), deleted after."""
+    stem = re.sub(r"[^a-z0-9-]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
+    name = f"{stem}-{secrets.token_hex(3)}"
+    api = real_cluster.api
+    api.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    wait_until(
+        f"the default ServiceAccount of {name}",
+        lambda: api.exists(f"/api/v1/namespaces/{name}/serviceaccounts/default"),
+        30.0,
+    )
+    yield name
+    try:
+        api.delete(f"/api/v1/namespaces/{name}")
+    except ApiError as error:
+        if error.code != 404:
+            raise

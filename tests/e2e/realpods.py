@@ -1,0 +1,78 @@
+"""Helpers of the e2e tier: the session's cluster, test pods on the real node, waiting for them."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kubetrain.envtest import binaries, realnode
+from kubetrain.envtest.kubeapi import KubeApi
+
+# The test pods' image: the Debian base of tools/images, whose python does the DNS and TCP checks.
+TEST_IMAGE = "localhost/kubetrain/python:3.11-bookworm"
+POD_TIMEOUT_SECONDS = 90.0
+
+
+@dataclass(frozen=True)
+class RealCluster:
+    run_dir: Path
+    kubeconfig: Path
+    api: KubeApi
+
+    def kubectl(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(binaries.locate().kubectl), f"--kubeconfig={self.kubeconfig}", *args],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+
+
+def wait_until(what: str, done: Any, timeout: float = POD_TIMEOUT_SECONDS) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        result = done()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout:.0f} s")
+        time.sleep(0.2)
+
+
+def pod(name: str, script: str, **spec: Any) -> dict[str, Any]:
+    """A pod of the test image running a Python script on the real node."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": name}},
+        "spec": {
+            "nodeSelector": {realnode.REAL_NODE_LABEL: "true"},
+            "terminationGracePeriodSeconds": 1,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": TEST_IMAGE,
+                    "imagePullPolicy": "Never",
+                    "command": ["python", "-u", "-c", script],
+                }
+            ],
+            **spec,
+        },
+    }
+
+
+def wait_for_phase(api: KubeApi, namespace: str, name: str, phases: tuple[str, ...]) -> dict[str, Any]:
+    path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+
+    def reached() -> dict[str, Any] | None:
+        current = api.get(path)
+        return current if current.get("status", {}).get("phase") in phases else None
+
+    try:
+        return dict(wait_until(f"pod {namespace}/{name} in {'/'.join(phases)}", reached))
+    except AssertionError as error:
+        raise AssertionError(f"{error}; last status: {api.get(path).get('status')}") from error

@@ -1,0 +1,29 @@
+"""The real node's life: it joins the control plane Ready, and stop leaves nothing of it on the host."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kubetrain.envtest import controlplane, realnode
+from kubetrain.envtest.kubeapi import KubeApi
+
+pytestmark = pytest.mark.e2e
+
+
+def test_real_node_joins_ready_running_containerd_and_stop_leaves_nothing_behind(tmp_path: Path) -> None:
+    run_dir = tmp_path / "envtest"
+    state = controlplane.start(run_dir, controlplane.EnvtestOptions(nodes=0, real_node=True))
+    try:
+        with KubeApi.from_kubeconfig(state.kubeconfig) as api:
+            node = api.get(f"/api/v1/nodes/{realnode.NODE_NAME}")
+        assert controlplane.status(run_dir).running
+    finally:
+        controlplane.stop(run_dir)
+
+    ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
+    assert ready["status"] == "True"
+    assert node["status"]["nodeInfo"]["containerRuntimeVersion"].startswith("containerd://")
+    assert {"type": "InternalIP", "address": realnode.NODE_IP} in node["status"]["addresses"]
+    assert realnode.leftovers(run_dir) == []
