@@ -267,15 +267,20 @@ def assert_names_input(error: FieldError, document: dict[str, Any]) -> None:
     assert _resolves(document, _steps(error.path)), f"{error.path!r} is not in the input: {error}"
 
 
-_TOKEN = re.compile(r"\[([^\]]*)\]|([^.\[]+)")
+_TOKEN = re.compile(r'\[("(?:[^"\\]|\\.)*"|[^\]]*)\]|([^.\[]+)')
 
 
 def _steps(path: str) -> list[tuple[str, str]]:
-    """``a.b[0][x.y]`` → ``[("name", "a"), ("name", "b"), ("index", "0"), ("index", "x.y")]``."""
+    """``a.b[0][x.y]`` → ``[("name", "a"), ("name", "b"), ("index", "0"), ("index", "x.y")]``;
+    a map key holding brackets is quoted: ``["a]b"]``."""
     return [
-        ("index", m.group(1)) if m.group(1) is not None else ("name", m.group(2))
+        ("index", _unquoted(m.group(1))) if m.group(1) is not None else ("name", m.group(2))
         for m in _TOKEN.finditer(path)
     ]
+
+
+def _unquoted(step: str) -> str:
+    return str(json.loads(step)) if step.startswith('"') else step
 
 
 def _resolves(value: Any, steps: list[tuple[str, str]]) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from pydantic import ValidationError
@@ -25,11 +26,20 @@ class InvalidJobError(ValueError):
         super().__init__("; ".join(str(e) for e in errors))
 
 
+def map_key(key: object) -> str:
+    """A map entry's path step, ``[key]``; a key holding brackets is quoted (``["a]b"]``) so the
+    path still reads back unambiguously."""
+    text = str(key)
+    return f"[{json.dumps(text, ensure_ascii=False)}]" if "[" in text or "]" in text else f"[{text}]"
+
+
 def field_path(loc: tuple[int | str, ...], prefix: str = "") -> str:
     parts = [prefix] if prefix else []
     for item in loc:
         if isinstance(item, int):
             parts[-1:] = [f"{parts[-1]}[{item}]"] if parts else [f"[{item}]"]
+        elif "[" in item or "]" in item:
+            parts[-1:] = [f"{parts[-1]}{map_key(item)}"] if parts else [map_key(item)]
         else:
             parts.append(str(item))
     return ".".join(parts)

@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping
 from functools import cache
 from typing import Any
 
-from kubetrain.api.errors import FieldError
+from kubetrain.api.errors import FieldError, map_key
 
 Schema = Mapping[str, Any]
 
@@ -110,13 +110,13 @@ def _check_object(value: dict[Any, Any], schema: Schema, path: str) -> Iterator[
         for key, item in value.items():
             if not isinstance(key, str):
                 yield FieldError(
-                    f"{path}[{key}]", f"Invalid value: {_shown(key)}: a map key must be a string"
+                    f"{path}{map_key(key)}", f"Invalid value: {_shown(key)}: a map key must be a string"
                 )
             elif item is None:
                 # A null map value is "unset" on the wire (the API server drops it).
                 continue
             else:
-                yield from _check(item, values, f"{path}[{key}]")
+                yield from _check(item, values, f"{path}{map_key(key)}")
 
 
 def _child(path: str, name: str) -> str:
