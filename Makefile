@@ -130,8 +130,9 @@ IMAGES ?= python pause operator pytorch tensorflow xgboost jax paddle mpi
 images: image-tools
 	$(PYTHON) tools/images/build.py $(IMAGES)
 
-# The operator image as the chart runs it (non-root, read-only root filesystem); the tests build it.
-test-images: image-tools $(STAMP)
+# The operator image as the chart runs it (non-root, read-only root filesystem, against an envtest); the
+# tests build it.
+test-images: image-tools envtest-build
 	$(PYTEST) tests/images -q
 
 clean:

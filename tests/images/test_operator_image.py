@@ -7,15 +7,23 @@ is nothing to run it with: the tests skip, saying why.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from image_recipes import BUILD_SCRIPT, images, reference
 from kubetrain import __version__
+from kubetrain.envtest.crds import install_crds
+from kubetrain.envtest.kubeapi import KubeApi
+from kubetrain.envtest.pytest_plugin import EnvtestCluster
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -98,3 +106,53 @@ def test_the_operator_image_starts_the_operator(operator_image: str) -> None:
         check=True,
     ).stdout.strip()
     assert entrypoint == '["kubetrain","operator"]'
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def wait_ready(url: str, container: str, deadline_seconds: float = 60) -> None:
+    deadline = time.monotonic() + deadline_seconds
+    while time.monotonic() < deadline:
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        time.sleep(0.5)
+    logs = subprocess.run(["podman", "logs", container], capture_output=True, text=True, check=False)
+    raise AssertionError(f"{url} never answered 200; the operator's log:\n{logs.stdout}{logs.stderr}")
+
+
+def test_the_operator_image_reconciles_a_cluster_writing_nothing_to_its_read_only_root(
+    operator_image: str, envtest: EnvtestCluster, kube_api: KubeApi, tmp_path: Path
+) -> None:
+    install_crds(kube_api, ROOT / "manifests" / "crds")
+    # The container's uid reads the kubeconfig, which envtest writes for its own user only.
+    kubeconfig = tmp_path / "kubeconfig"
+    shutil.copyfile(envtest.kubeconfig, kubeconfig)
+    kubeconfig.chmod(0o644)
+    container = f"kubetrain-operator-image-test-{os.getpid()}"
+    health = free_port()
+    podman = ["podman", "run", "--detach", "--name", container, *images.PODMAN_RUN_FLAGS, "--read-only"]
+    podman += ["--network", "host", "--volume", f"{kubeconfig}:/etc/kubetrain/kubeconfig:ro"]
+    flags = [
+        "--kubeconfig",
+        "/etc/kubetrain/kubeconfig",
+        "--metrics-bind-address",
+        f"127.0.0.1:{free_port()}",
+    ]
+    flags += ["--health-probe-bind-address", f"127.0.0.1:{health}"]
+    subprocess.run([*podman, operator_image, *flags], capture_output=True, text=True, timeout=60, check=True)
+    try:
+        wait_ready(f"http://127.0.0.1:{health}/readyz", container)
+        diff = subprocess.run(
+            ["podman", "diff", container], capture_output=True, text=True, timeout=60, check=True
+        )
+    finally:
+        subprocess.run(["podman", "rm", "--force", container], capture_output=True, timeout=60, check=False)
+    # Only the kubeconfig's mount point and the directories holding it differ from the image.
+    changed = {line.split(maxsplit=1)[1] for line in diff.stdout.splitlines()}
+    assert changed <= {"/etc", "/etc/kubetrain", "/etc/kubetrain/kubeconfig"}
