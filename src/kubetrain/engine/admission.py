@@ -47,7 +47,8 @@ def size_errors(job: TrainingJob, limits: ReplicaLimits) -> list[FieldError]:
                 invalid(
                     f"{job.replica_specs_path}.{replica_type}.replicas",
                     _count(count),
-                    f"must be at most {limits.per_type} (the operator's --max-replicas-per-type)",
+                    f"must be at most {limits.per_type} (the limit per replica type; the operator's "
+                    "--max-replicas-per-type sets it)",
                 )
             )
     if total > limits.per_job and not errors:
@@ -56,7 +57,7 @@ def size_errors(job: TrainingJob, limits: ReplicaLimits) -> list[FieldError]:
                 job.replica_specs_path,
                 _count(total),
                 f"replicas of all types add up to more than {limits.per_job} "
-                "(the operator's --max-replicas-per-job)",
+                "(the limit per job; the operator's --max-replicas-per-job sets it)",
             )
         )
     return errors

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from builders import container, manifest
+from kubetrain.api.errors import InvalidJobError
 from kubetrain.sdk import BackendUnavailableError, TrainingClient
 from kubetrain.sdk.client import _delete_options
 
@@ -80,3 +82,20 @@ def test_a_client_configuration_of_another_library_is_a_value_error() -> None:
 
     with pytest.raises(ValueError, match="lightkube KubeConfig or SingleConfig, got Configuration"):
         TrainingClient(client_configuration=Configuration())
+
+
+def test_create_job_refuses_a_malformed_job_naming_the_field_before_any_backend_call(
+    client: TrainingClient,
+) -> None:
+    bad = manifest("PyTorchJob", {"Master": 1, "Worker": 1}, containers=[container("pytorch", env=[-1])])
+    with pytest.raises(InvalidJobError) as raised:
+        client.create_job(job=bad)
+    assert [e.path for e in raised.value.errors] == [
+        "spec.pytorchReplicaSpecs.Master.template.spec.containers[0].env[0]",
+        "spec.pytorchReplicaSpecs.Worker.template.spec.containers[0].env[0]",
+    ]
+
+
+def test_create_job_refuses_more_replicas_than_any_cluster_can_run(client: TrainingClient) -> None:
+    with pytest.raises(InvalidJobError, match=r"spec\.pytorchReplicaSpecs\.Worker\.replicas"):
+        client.create_job(job=manifest("PyTorchJob", {"Master": 1, "Worker": 100_000_000}))
