@@ -12,12 +12,16 @@ import re
 import secrets
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from e2e.realpods import RealCluster, wait_until
 from kubetrain.envtest import controlplane, realnode
 from kubetrain.envtest.kubeapi import ApiError, KubeApi
+
+OVERLAY = Path(__file__).resolve().parents[2] / "manifests" / "overlays" / "standalone"
+DEPLOYMENT = "/apis/apps/v1/namespaces/kubeflow/deployments/training-operator"
 
 
 def _say(message: str) -> None:
@@ -45,6 +49,21 @@ def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealClust
             yield RealCluster(run_dir, kubeconfig, api)
     finally:
         controlplane.stop(run_dir)
+
+
+@pytest.fixture(scope="session")
+def operator(real_cluster: RealCluster) -> Iterator[RealCluster]:
+    """The operator installed as a user would: its image (tools/images) and the standalone overlay."""
+    realnode.load_images(realnode.node_paths(real_cluster.run_dir), ["operator"])
+    applied = real_cluster.kubectl("apply", "--server-side", "-k", str(OVERLAY))
+    assert applied.returncode == 0, applied.stderr
+    wait_until(
+        "the operator Deployment available",
+        lambda: real_cluster.api.get(DEPLOYMENT).get("status", {}).get("availableReplicas") == 1,
+        120.0,
+    )
+    yield real_cluster
+    real_cluster.kubectl("delete", "-k", str(OVERLAY), "--wait=false")
 
 
 @pytest.fixture

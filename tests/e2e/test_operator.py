@@ -1,0 +1,34 @@
+"""The operator in-cluster: its own image on the real node, installed with the standalone kustomize overlay,
+running under its ServiceAccount and least-privilege ClusterRole."""
+
+from __future__ import annotations
+
+import pytest
+
+from e2e.realpods import RealCluster
+from kubetrain.envtest import realnode
+
+pytestmark = pytest.mark.e2e
+
+NAMESPACE = "kubeflow"
+
+
+def test_operator_pod_runs_from_the_local_image_as_non_root(operator: RealCluster) -> None:
+    pods = operator.api.get(
+        f"/api/v1/namespaces/{NAMESPACE}/pods", {"labelSelector": "control-plane=kubeflow-training-operator"}
+    )["items"]
+
+    assert len(pods) == 1
+    status = pods[0]["status"]["containerStatuses"][0]
+    assert status["ready"] is True
+    assert status["image"].startswith("localhost/kubetrain/operator:")
+    assert pods[0]["spec"]["nodeName"] == realnode.NODE_NAME
+
+
+def test_operator_log_has_no_forbidden_request(operator: RealCluster) -> None:
+    logs = operator.kubectl("logs", "-n", NAMESPACE, "deployment/training-operator")
+
+    assert logs.returncode == 0, logs.stderr
+    assert logs.stdout.strip()
+    assert "403" not in logs.stdout
+    assert "forbidden" not in logs.stdout.lower()
