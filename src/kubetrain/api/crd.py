@@ -379,6 +379,9 @@ def _value_checks(node: Schema) -> list[str]:
         checks.append("a quantity" if "KMGTPE" in node["pattern"] else f"matches `{node['pattern']}`")
     if node.get("x-kubernetes-preserve-unknown-fields"):
         checks.append("other fields not checked" if "properties" in node else "not checked by the CRD")
+    values = node.get("additionalProperties")
+    if isinstance(values, dict) and _value_checks(values):
+        checks.append("each value " + ", ".join(_value_checks(values)))
     return checks
 
 
