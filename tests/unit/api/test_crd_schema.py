@@ -110,7 +110,11 @@ def test_pod_template_fields_kubetrain_reads_are_typed_in_the_schema() -> None:
     container = schema_node(template, "spec.containers.[]")
     assert schema_node(container, "env.[]")["type"] == "object"
     assert schema_node(container, "env.[]")["required"] == ["name"]
-    assert schema_node(container, "ports.[].containerPort") == {"type": "integer", "minimum": 1, "maximum": 65535}
+    assert schema_node(container, "ports.[].containerPort") == {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 65535,
+    }
     assert schema_node(container, "command")["items"] == {"type": "string"}
     assert schema_node(template, "metadata.labels")["additionalProperties"] == {"type": "string"}
 
