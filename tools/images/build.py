@@ -242,7 +242,7 @@ def _build_rootfs(recipe: Recipe, digest: str) -> None:
         _check(_run([*command, str(tarball), recipe.reference], stdout=subprocess.DEVNULL), "podman import")
 
 
-def _build_containerfile(recipe: Recipe, digest: str) -> None:
+def _build_containerfile(recipe: Recipe, digest: str, rebuild: bool) -> None:
     assert recipe.containerfile is not None
     # The host's network: a build only downloads. Through podman's bridge, name resolution stopped working
     # here mid-session while the host's kept working (cause not found).
@@ -263,30 +263,33 @@ def _build_containerfile(recipe: Recipe, digest: str) -> None:
         command += ["--build-arg", f"{key}={value}"]
     if HOST_CA_BUNDLE.is_file():
         command += ["--volume", f"{HOST_CA_BUNDLE}:/etc/ssl/certs/ca-certificates.crt:ro"]
+    if rebuild:
+        command.append("--no-cache")  # podman would reuse its cached layers of the same steps
     if recipe.pip_cache:
         WHEELHOUSE.mkdir(parents=True, exist_ok=True)
         command += ["--volume", f"{WHEELHOUSE}:/wheels"]
     _check(_run([*command, str(ROOT / recipe.context)]), f"podman build of {recipe.reference}")
 
 
-def build(name: str, built: set[str] | None = None) -> str:
-    """Build one image and its bases, each unless its recipe label is current; returns its reference."""
+def build(name: str, built: set[str] | None = None, rebuild: frozenset[str] = frozenset()) -> str:
+    """Build one image and its bases, each unless its recipe label is current (or it is named in
+    ``rebuild``); returns its reference."""
     built = set() if built is None else built
     recipe = RECIPES[name]
     for base in recipe.bases:
         if base not in built:
-            build(base, built)
+            build(base, built, rebuild)
     built.add(name)
     digest = recipe_hash(name)
     started = time.monotonic()
-    if image_label(recipe.reference) == digest:
+    if name not in rebuild and image_label(recipe.reference) == digest:
         state = "up to date"
     else:
         print(f"building {recipe.reference} (recipe {digest})", file=sys.stderr, flush=True)
         if recipe.containerfile is None:
             _build_rootfs(recipe, digest)
         else:
-            _build_containerfile(recipe, digest)
+            _build_containerfile(recipe, digest, name in rebuild)
         state = f"built in {time.monotonic() - started:.0f} s"
     size = image_size(recipe.reference)
     print(f"{recipe.reference}  {size / 1e6:.0f} MB  {state}", flush=True)
@@ -345,6 +348,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("names", nargs="*", metavar="NAME", help=f"one of: {', '.join(RECIPES)}")
     parser.add_argument("--load-containerd", metavar="SOCKET", help="also import into this containerd")
     parser.add_argument("--list", action="store_true", help="print every image's name and reference")
+    parser.add_argument("--rebuild", action="store_true", help="build the named images even when current")
     options = parser.parse_args(argv)
     if options.list:
         for recipe in RECIPES.values():
@@ -357,7 +361,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     built: set[str] = set()
     for name in options.names:
-        build(name, built)
+        build(name, built, frozenset(options.names) if options.rebuild else frozenset())
     if options.load_containerd:
         for name in options.names:
             load_into_containerd(name, options.load_containerd)
