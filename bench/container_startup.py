@@ -37,7 +37,18 @@ RUNTIMES = ("process", "podman")
 def time_to_rendezvous(runtime: str, state_dir: Path) -> float:
     started = time.monotonic()
     runner = subprocess.Popen(
-        [KUBETRAIN, "run", str(MANIFEST), "--runtime", runtime, "--state-dir", str(state_dir), "--quiet"],
+        [
+            KUBETRAIN,
+            "run",
+            str(MANIFEST),
+            "--runtime",
+            runtime,
+            "--state-dir",
+            str(state_dir),
+            "--quiet",
+            "--grace-period",
+            "2",
+        ],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

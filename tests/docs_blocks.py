@@ -140,10 +140,11 @@ if __name__ == "__main__":
 QUICKSTART_LOCAL = "Run a job on this machine"
 QUICKSTART_CLUSTER = "Run it on a cluster"
 QUICKSTART_SDK = "Drive it from Python"
+QUICKSTART_CONTAINERS = "Run it in containers"
 OPERATIONS_ON_A_CLUSTER = ("Metrics and health", "Upgrading")
 SECTIONS_RUN = {
-    "quickstart.md": (QUICKSTART_LOCAL, QUICKSTART_CLUSTER),
+    "quickstart.md": (QUICKSTART_LOCAL, QUICKSTART_CONTAINERS, QUICKSTART_CLUSTER),
     "operations.md": OPERATIONS_ON_A_CLUSTER,
 }
-"""The sections whose ```sh blocks the local and cluster tiers run, per page; a unit test checks no block
+"""The sections whose ```sh blocks the local, containers and cluster tiers run; a unit test checks no block
 of these pages lies outside them (console blocks are all checked in the unit tier)."""

@@ -230,6 +230,7 @@ class ContainerSubstrate:
         reaper: bool = True,
     ) -> None:
         self.engine = engine
+        self.runtime = engine.kind.value
         self.cwd = cwd
         self.detect_gpus = detect_gpus
         self.run_id = run_id or uuid.uuid4().hex[:12]
@@ -405,3 +406,12 @@ def make_substrate(runtime: Runtime, options: ProcessOptions) -> Substrate:
         return ProcessSubstrate(options)
     engine = ContainerEngine.find(Engine(runtime.value))
     return ContainerSubstrate(engine, cwd=options.cwd, detect_gpus=options.detect_gpus)
+
+
+def remove_job_containers(runtime: str, job_name: str) -> None:
+    """Remove the containers and network of a run of ``job_name`` (deleting a job deletes its pods)."""
+    if runtime == Runtime.PROCESS.value:
+        return
+    binary = shutil.which(runtime)
+    if binary is not None:
+        ContainerEngine(Engine(runtime), binary).remove_run(JOB_LABEL, job_name, network_name(job_name))

@@ -314,6 +314,7 @@ class LocalRun:
                 finished=finished,
                 interrupted=interrupted,
                 events=self.events,
+                runtime=self.substrate.runtime,
             )
         )
 

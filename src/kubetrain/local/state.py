@@ -63,6 +63,8 @@ class RunRecord:
     """The runner has ended (the job finished, or the run was interrupted)."""
     interrupted: bool = False
     events: list[dict[str, str]] = field(default_factory=list)
+    runtime: str = "process"
+    """What ran the replicas (``--runtime``): deleting a container run removes its containers too."""
 
     @property
     def name(self) -> str:
@@ -93,6 +95,7 @@ class RunRecord:
             finished=bool(data.get("finished", False)),
             interrupted=bool(data.get("interrupted", False)),
             events=list(data.get("events", [])),
+            runtime=str(data.get("runtime", "process")),
         )
 
 

@@ -75,6 +75,8 @@ class RunContext:
 
 class Substrate(Protocol):
     traits: Traits
+    runtime: str
+    """The ``--runtime`` it is, recorded in the run's state."""
 
     def addressing(self, job: TrainingJob, keys: Iterable[ReplicaKey]) -> Addressing:
         """How the replicas ``keys`` reach each other."""
@@ -110,6 +112,7 @@ class ProcessSubstrate:
     """Every replica's main container as a process group on this host, on loopback ports."""
 
     traits = Traits(colocated=True)
+    runtime = "process"
 
     def __init__(self, options: ProcessOptions) -> None:
         self.options = options

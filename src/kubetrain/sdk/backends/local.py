@@ -27,6 +27,7 @@ from kubetrain.api.jobs import TrainingJob
 from kubetrain.api.manifest import parse_job
 from kubetrain.engine.admission import admit
 from kubetrain.frameworks.registry import framework_for
+from kubetrain.local.containers import remove_job_containers
 from kubetrain.local.state import ReplicaRecord, RunDirectory, RunRecord, default_state_dir, list_runs
 from kubetrain.local.substrate import Runtime
 from kubetrain.sdk.backends.base import JobEvent, LogLine
@@ -156,6 +157,9 @@ class LocalBackend:
         self.get(kind, namespace, name)
         directory = RunDirectory(self.state_dir, name)
         self._stop(directory)
+        record = directory.read()
+        if record is not None:
+            remove_job_containers(record.runtime, name)
         shutil.rmtree(directory.root, ignore_errors=True)
 
     # --- pods, logs, events --------------------------------------------------------------------
