@@ -62,10 +62,14 @@ class Target:
     kubeconfig: Path | None
     context: str | None
     namespace: str | None
+    runtime: str = "process"
+    """What starts a local run's replicas (``submit --local --runtime``)."""
 
     def client(self) -> TrainingClient:
         if self.local:
-            return TrainingClient(backend="local", state_dir=self.state_dir, namespace=self.namespace)
+            return TrainingClient(
+                backend="local", state_dir=self.state_dir, namespace=self.namespace, runtime=self.runtime
+            )
         return TrainingClient(
             config_file=str(self.kubeconfig) if self.kubeconfig else None,
             context=self.context,

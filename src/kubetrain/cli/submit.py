@@ -38,6 +38,11 @@ def submit(
     state_dir: Path | None = StateDirOption,
     kubeconfig: Path | None = KubeconfigOption,
     context: str | None = ContextOption,
+    runtime: str = typer.Option(
+        "process",
+        "--runtime",
+        help="With --local: process (each replica a process here), podman or docker (each in its image).",
+    ),
 ) -> None:
     """Create the jobs of a manifest, after checking them as the API server and the operator would.
 
@@ -47,10 +52,16 @@ def submit(
 
     Example: kubetrain submit job.yaml --local
 
+    Example: kubetrain submit job.yaml --local --runtime podman
+
     Example: kubetrain submit job.yaml --dry-run -o yaml
     """
     if output not in (None, "yaml", "json"):
         raise typer.BadParameter("supported values: yaml, json", param_hint="--output")
+    if runtime not in ("process", "podman", "docker"):
+        raise typer.BadParameter("supported values: process, podman, docker", param_hint="--runtime")
+    if runtime != "process" and not local:
+        raise typer.BadParameter("--runtime chooses how a local run starts its replicas: add --local")
     source = "<stdin>" if str(file) == "-" else str(file)
     try:
         text = sys.stdin.read() if str(file) == "-" else file.read_text(encoding="utf-8")
@@ -67,7 +78,7 @@ def submit(
     if not jobs:
         raise typer.BadParameter(f"{source} holds no job", param_hint="FILE")
     with reported_errors():
-        client = Target(local, state_dir, kubeconfig, context, namespace).client()
+        client = Target(local, state_dir, kubeconfig, context, namespace, runtime).client()
         created = [client.create_job(job, namespace=namespace, dry_run=dry_run) for job in jobs]
     if output == "json":
         typer.echo(to_json([_wire(j) for j in created] if len(created) > 1 else _wire(created[0])))

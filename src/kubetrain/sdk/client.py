@@ -75,6 +75,10 @@ class TrainingClient:
         ``~/.local/state/kubetrain/runs``) and run by ``runtime``: ``process`` (each replica a process here),
         ``podman`` or ``docker`` (each in its image, as ``kubetrain run --runtime``). ``namespace`` defaults
         to the kubeconfig context's, else ``default``."""
+        if backend != "local" and runtime != "process":
+            raise ValueError(
+                "runtime chooses how a local run starts its replicas: use it with backend='local'"
+            )
         self.job_kind = resolve_kind(job_kind)
         self.backend_name = backend
         self.backend: Backend
@@ -88,10 +92,6 @@ class TrainingClient:
             self.backend = KubernetesBackend(config_file, context, client_configuration)
         else:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-        if backend != "local" and runtime != "process":
-            raise ValueError(
-                "runtime chooses how a local run starts its replicas: use it with backend='local'"
-            )
         self.namespace = namespace or self.backend.default_namespace
 
     # --- helpers -------------------------------------------------------------------------------
