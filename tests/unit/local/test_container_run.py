@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from builders import container, job
+from builders import cli_runner, container, job
 from kubetrain.api.errors import InvalidJobError
 from kubetrain.api.jobs import TrainingJob
+from kubetrain.cli.main import app
 from kubetrain.engine.admission import admit
 from kubetrain.engine.planning import plan_replica
 from kubetrain.frameworks.addressing import ClusterAddressing
@@ -189,4 +191,20 @@ def test_the_frameworks_config_map_is_the_runs_copy_and_any_other_is_an_error() 
     assert (
         "spec.pytorchReplicaSpecs.Worker.template.spec.volumes[0]: configMap has no local equivalent"
         in str(raised.value)
+    )
+
+
+def test_plan_with_a_container_runtime_shows_each_replicas_run_line() -> None:
+    manifest = Path(__file__).resolve().parents[3] / "examples" / "pytorch-ddp" / "job.yaml"
+    result = cli_runner().invoke(
+        app, ["plan", str(manifest), "-t", "local", "--runtime", "podman", "-o", "json"]
+    )
+    assert result.exit_code == 0, result.output
+    worker = json.loads(result.output)[1]
+    assert worker["container"] == "pytorch-ddp-worker-0"
+    assert worker["env"]["MASTER_ADDR"] == "pytorch-ddp-master-0"
+    assert "--network-alias pytorch-ddp-worker-0.pytorch-ddp" in worker["run"]
+    assert worker["run"].endswith(
+        "--entrypoint python localhost/kubetrain/pytorch:2.13.0 examples/pytorch-ddp/train_ddp.py --steps 60 "
+        "--checkpoint-dir .state/checkpoints/pytorch-ddp"
     )
