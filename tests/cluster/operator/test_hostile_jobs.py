@@ -30,6 +30,8 @@ from operator_support import (
 )
 
 from kubetrain.envtest.kubeapi import ApiError, KubeApi, KubeObject
+from kubetrain.envtest.pytest_plugin import EnvtestCluster
+from kubetrain.sdk import TrainingClient
 
 pytestmark = pytest.mark.cluster
 
@@ -84,7 +86,8 @@ def _crd_without_rules(api: KubeApi) -> Iterator[None]:
     schema = loose["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     replica_spec = schema["properties"]["spec"]["properties"]["pytorchReplicaSpecs"]["additionalProperties"]
     replica_spec["properties"]["replicas"].pop("maximum")
-    replica_spec["properties"]["template"] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    # Any value at all: what a CRD without a template schema lets through, a string included.
+    replica_spec["properties"]["template"] = {"x-kubernetes-preserve-unknown-fields": True}
     api.replace(CRD_PATH, loose)
     try:
         yield
@@ -201,3 +204,18 @@ def test_a_malformed_template_stored_under_a_crd_without_its_schema_fails_as_inv
     assert "error" not in outcomes
     assert get_job(kube_api, "PyTorchJob", namespace, "bad")["status"]["conditions"][-1]["type"] == "Failed"
     assert not pods(kube_api, namespace)
+
+
+def test_a_job_stored_with_an_unreadable_spec_is_still_listed_with_its_failure(
+    kube_api: KubeApi, namespace: str, envtest: EnvtestCluster, start_operator: StartOperator
+) -> None:
+    start_operator()
+    unreadable = pytorch_job("bad")
+    unreadable["spec"]["pytorchReplicaSpecs"]["Worker"]["template"] = "not a template"
+    with _crd_without_rules(kube_api):
+        _create_once_the_schema_allows(kube_api, namespace, unreadable)
+        _invalid_spec(kube_api, namespace, "bad")
+    client = TrainingClient(config_file=str(envtest.kubeconfig), namespace=namespace)
+    [listed] = client.list_jobs()
+    assert listed.name == "bad"
+    assert listed.status.conditions[-1].reason == "InvalidSpec"

@@ -19,8 +19,9 @@ from lightkube.generic_resource import GenericNamespacedResource, create_namespa
 from lightkube.resources.core_v1 import Event, Pod
 from lightkube.types import CascadeType, PatchType
 
+from kubetrain.api.errors import InvalidJobError
 from kubetrain.api.jobs import TrainingJob
-from kubetrain.api.manifest import parse_job
+from kubetrain.api.manifest import job_shell, parse_job
 from kubetrain.sdk.backends.base import JobEvent, LogLine
 from kubetrain.sdk.errors import (
     AccessDeniedError,
@@ -152,7 +153,13 @@ class KubernetesBackend:
         )
 
     def _job(self, obj: Any) -> TrainingJob:
-        return parse_job(obj.to_dict() if hasattr(obj, "to_dict") else obj)
+        wire = obj.to_dict() if hasattr(obj, "to_dict") else obj
+        try:
+            return parse_job(wire)
+        except InvalidJobError:
+            # Stored before the CRD had a rule: still listed and described (its Failed/InvalidSpec
+            # condition says why), rather than one such job breaking every `get` and `list_jobs`.
+            return job_shell(wire)
 
     # --- jobs ----------------------------------------------------------------------------------
 
