@@ -8,7 +8,9 @@ import pytest
 from e2e.realpods import RealCluster
 from kubetrain.envtest import realnode
 
-pytestmark = pytest.mark.e2e
+# Images are built (once per recipe) and imported into the node inside this tier's first fixtures: minutes
+# when cold, more than the suite's default 300 s per test.
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 NAMESPACE = "kubeflow"
 

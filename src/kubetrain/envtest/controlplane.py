@@ -339,6 +339,10 @@ def start(
     _reset_run_dir(run_dir)
     host = "127.0.0.1"
     if options.real_node:
+        try:
+            realnode.check_no_other_node()
+        except realnode.RealNodeError as error:
+            raise EnvtestError(str(error)) from error
         realnode.node_paths(run_dir).root.mkdir(parents=True)  # stop tears the node down when this exists
         try:
             realnode.setup_network()
@@ -478,9 +482,12 @@ def stop(run_dir: Path) -> list[str]:
     stopped: list[str] = []
     # The node first (its kubelet is an API client); only a run directory that started one owns the
     # host's bridge and DNAT rule.
-    if realnode.node_paths(run_dir).root.exists():
+    real_node = realnode.node_paths(run_dir).root.exists()
+    if real_node:
         stopped += realnode.teardown(run_dir)
     stopped += [name for name in reversed(COMPONENT_ORDER) if processes.terminate(run_dir, name)]
+    if real_node:
+        realnode.remove_network(run_dir)
     (run_dir / STATE_FILE).unlink(missing_ok=True)
     return stopped
 

@@ -145,14 +145,19 @@ def _run(*command: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return result
 
 
-def setup_network() -> None:
-    """The node's address on the pod bridge (made here, before the API server binds to it). The CNI bridge
-    plugin later finds the bridge and its gateway address already there and attaches pods to it."""
+def check_no_other_node() -> None:
+    """One real node per machine: its bridge name and addresses are fixed. Checked before anything is made,
+    so the failed start's cleanup never touches the other node's bridge."""
     if _run("ip", "link", "show", BRIDGE, check=False).returncode == 0:
         raise RealNodeError(
             f"the bridge {BRIDGE} exists already: another real node runs on this machine (one at a time), "
             "or one was not stopped (`kubetrain envtest stop --dir` its run directory)"
         )
+
+
+def setup_network() -> None:
+    """The node's address on the pod bridge (made here, before the API server binds to it). The CNI bridge
+    plugin later finds the bridge and its gateway address already there and attaches pods to it."""
     _run("ip", "link", "add", BRIDGE, "type", "bridge")
     _run("ip", "addr", "add", f"{NODE_IP}/{NODE_PREFIX}", "dev", BRIDGE)
     _run("ip", "link", "set", BRIDGE, "up")
@@ -506,8 +511,8 @@ def _remove_container_log_links(paths: NodePaths) -> None:
 
 
 def teardown(run_dir: Path) -> list[str]:
-    """Stop the node's processes and remove every trace it left on the host; return the names of the
-    processes that were running. Safe to call when nothing was started."""
+    """Stop the node's processes and remove what they left on the host (then ``remove_network``); return
+    the names of the processes that were running. Safe to call when nothing was started."""
     paths = node_paths(run_dir)
     stopped = [name for name in ("kubelet", "coredns") if processes.terminate(run_dir, name)]
     _kill_cgroup_processes()
@@ -518,13 +523,19 @@ def teardown(run_dir: Path) -> list[str]:
     _remove_cgroups()
     _unmount_all(paths.root)
     _remove_container_log_links(paths)
+    shutil.rmtree(paths.socket_dir, ignore_errors=True)
+    return stopped
+
+
+def remove_network(run_dir: Path) -> None:
+    """The DNAT rule, the bridge and the node directory: after the control plane has stopped, because the
+    API server listens on the bridge's address and its shutdown hangs (until killed) once that is gone."""
+    paths = node_paths(run_dir)
     _remove_iptables_rules()
     if _run("ip", "link", "show", BRIDGE, check=False).returncode == 0:
         _run("ip", "link", "del", BRIDGE, check=False)
-    shutil.rmtree(paths.socket_dir, ignore_errors=True)
     if not mounts_under(paths.root):
         shutil.rmtree(paths.root, ignore_errors=True)
-    return stopped
 
 
 def leftovers(run_dir: Path) -> list[str]:
