@@ -439,7 +439,8 @@ def _kill_cgroup_processes() -> None:
     for _ in range(3):
         found = False
         for hierarchy in _kubepods_dirs():
-            for procs in hierarchy.rglob("cgroup.procs"):
+            for directory in _cgroup_tree(hierarchy):
+                procs = directory / "cgroup.procs"
                 with contextlib.suppress(OSError):
                     for pid in procs.read_text().split():
                         found = True
@@ -458,16 +459,18 @@ def _kubepods_dirs() -> list[Path]:
     )
 
 
+def _cgroup_tree(hierarchy: Path) -> list[Path]:
+    """Every cgroup directory under ``hierarchy``, itself included. os.walk, not Path.rglob: the kubelet and
+    runc remove cgroups while we walk, and rglob raises when a directory vanishes under it."""
+    return [Path(directory) for directory, _, _ in os.walk(hierarchy)]
+
+
 def _remove_cgroups() -> None:
     for hierarchy in _kubepods_dirs():
         # Deepest first: a cgroup directory is removed with rmdir once it has no children and no tasks.
-        for directory in sorted(
-            (p for p in hierarchy.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True
-        ):
+        for directory in sorted(_cgroup_tree(hierarchy), key=lambda p: len(p.parts), reverse=True):
             with contextlib.suppress(OSError):
                 directory.rmdir()
-        with contextlib.suppress(OSError):
-            hierarchy.rmdir()
 
 
 def _kill_shims(paths: NodePaths) -> None:
