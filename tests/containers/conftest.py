@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from containers.container_env import why_podman_cannot_run
+from kubetrain.local.containers import remove_job_containers
 
 
 @pytest.fixture(scope="session")
@@ -19,6 +20,10 @@ def podman_works() -> None:
 
 @pytest.fixture
 def state_dir(tmp_path: Path, podman_works: None) -> Iterator[Path]:
+    """A state directory; afterwards, the containers and networks its runs kept are removed."""
     directory = tmp_path / "state"
     directory.mkdir()
     yield directory
+    for run in directory.iterdir():
+        if run.is_dir():
+            remove_job_containers("podman", run.name)

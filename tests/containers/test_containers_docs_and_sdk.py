@@ -8,6 +8,7 @@ import pytest
 
 from containers.container_env import PYTORCH_IMAGE, containers_of
 from docs_blocks import QUICKSTART_CONTAINERS, ROOT, docs_env, run_script, sh_blocks
+from kubetrain.local.containers import remove_job_containers
 from kubetrain.sdk import TrainingClient
 
 pytestmark = [pytest.mark.containers, pytest.mark.slow]
@@ -17,9 +18,12 @@ PAGE = ROOT / "docs" / "quickstart.md"
 
 def test_the_quickstart_container_path_runs_as_written(tmp_path: Path, state_dir: Path) -> None:
     env = docs_env(tmp_path)
-    for script in sh_blocks(PAGE, QUICKSTART_CONTAINERS):
-        run = run_script(script, env, timeout=300)
-        assert run.returncode == 0, f"{script}\n--- output:\n{run.output}"
+    try:
+        for script in sh_blocks(PAGE, QUICKSTART_CONTAINERS):
+            run = run_script(script, env, timeout=300)
+            assert run.returncode == 0, f"{script}\n--- output:\n{run.output}"
+    finally:
+        remove_job_containers("podman", "pytorch-ddp")  # the finished run keeps them, as cleanPodPolicy None
 
 
 def test_the_sdk_runs_a_function_in_containers_when_asked_for_podman(state_dir: Path) -> None:
