@@ -1,1 +1,1 @@
-"""Container image recipes and their builder (build.py); a package so mypy tells it from tools/helm/build.py."""
+"""Container image recipes and their builder, build.py (a package, so mypy tells it from tools/helm)."""
