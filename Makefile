@@ -126,7 +126,7 @@ image: image-tools
 
 # Every image: the Python base, pause, the operator and the examples' training images (each skipped when
 # its recipe is unchanged; the first build downloads several GB from PyPI into ~/.cache/pip).
-IMAGES ?= python pause operator pytorch tensorflow xgboost jax paddle mpi
+IMAGES ?= python pause busybox operator pytorch tensorflow xgboost jax paddle mpi
 images: image-tools
 	$(PYTHON) tools/images/build.py $(IMAGES)
 
