@@ -70,7 +70,8 @@ UPSTREAM_BUILD = ROOT / "tools" / "training-operator" / "build_operator.py"
 CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
 WEBHOOK_SECRET = "training-operator-webhook-cert"
 WEBHOOK_CONFIGURATION = "validator.training-operator.kubeflow.org"
-UPSTREAM_READY = '"controller": "pytorchjob-controller", "worker count"'
+UPSTREAM_READY = ("Starting workers", '"controller": "pytorchjob-controller"', '"worker count"')
+"""What the line that says its PyTorchJob controller's workers run contains (other fields come between)."""
 KUBETRAIN_READY = "caches synced"
 
 SETTINGS: dict[str, dict[str, list[str]]] = {
@@ -194,8 +195,12 @@ async def start_operator(
     env = {**os.environ, "KUBECONFIG": str(kubeconfig), "MY_POD_NAMESPACE": namespace}
     process = subprocess.Popen(command, stdout=log.open("wb"), stderr=subprocess.STDOUT, env=env)
     await mount_certificates(client, namespace)
-    await wait_until(lambda: UPSTREAM_READY in log.read_text(), 120, "upstream operator start")
+    await wait_until(lambda: _upstream_ready(log), 120, "upstream operator start")
     return process
+
+
+def _upstream_ready(log: Path) -> bool:
+    return any(all(part in line for part in UPSTREAM_READY) for line in log.read_text().splitlines())
 
 
 async def settle(pid: int, client: KubeClient, namespace: str, jobs: int, timeout: float = 300) -> None:
