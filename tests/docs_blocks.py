@@ -142,7 +142,9 @@ QUICKSTART_CLUSTER = "Run it on a cluster"
 QUICKSTART_SDK = "Drive it from Python"
 QUICKSTART_CONTAINERS = "Run it in containers"
 OPERATIONS_ON_A_CLUSTER = ("Metrics and health", "Upgrading")
+API_ON_A_CLUSTER = ("Installing the CRDs",)
 SECTIONS_RUN = {
+    "api.md": API_ON_A_CLUSTER,
     "quickstart.md": (QUICKSTART_LOCAL, QUICKSTART_CONTAINERS, QUICKSTART_CLUSTER),
     "operations.md": OPERATIONS_ON_A_CLUSTER,
 }

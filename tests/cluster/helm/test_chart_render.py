@@ -23,6 +23,8 @@ NON_DEFAULT = (
     "--set=operator.kubeApiQPS=50",
     "--set=operator.kubeApiBurst=80",
     "--set=operator.resyncPeriod=60",
+    "--set=operator.maxReplicasPerType=64",
+    "--set=operator.maxReplicasPerJob=128",
     "--set=operator.logLevel=debug",
     "--set=operator.leaderElection.id=kt-lease",
     "--set=operator.healthProbePort=9091",
@@ -67,10 +69,12 @@ def test_helm_lint_passes_strictly_with_non_default_values(helm: Helm) -> None:
 
 def test_default_values_give_the_operators_default_flags(default: list[dict[str, Any]]) -> None:
     assert [a for a in operator_args(default) if not a.startswith("--enable-scheme=")] == [
-        "--controller-threads=1",
-        "--kube-api-qps=20",
-        "--kube-api-burst=30",
+        "--controller-threads=32",
+        "--kube-api-qps=50",
+        "--kube-api-burst=100",
         "--resync-period=300",
+        "--max-replicas-per-type=5000",
+        "--max-replicas-per-job=10000",
         "--log-level=info",
         "--metrics-bind-address=:8080",
         "--health-probe-bind-address=:8081",
@@ -115,6 +119,8 @@ def test_non_default_values_become_the_operators_flags(non_default: list[dict[st
         "--kube-api-qps=50",
         "--kube-api-burst=80",
         "--resync-period=60",
+        "--max-replicas-per-type=64",
+        "--max-replicas-per-job=128",
         "--log-level=debug",
         "--metrics-bind-address=:9090",
         "--health-probe-bind-address=:9091",
