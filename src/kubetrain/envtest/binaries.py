@@ -186,6 +186,12 @@ def ldflags(version: str) -> str:
 
 
 def build_command(go: str, version: str, output: Path) -> list[str]:
+    """The control plane's five binaries in one `go build` into the directory ``output``."""
+    return kubernetes_build_command(go, version, f"{output}{os.sep}", *KUBERNETES_PACKAGES, ETCD_PACKAGE)
+
+
+def kubernetes_build_command(go: str, version: str, output: str, *packages: str) -> list[str]:
+    """`go build` of Kubernetes packages with the flags and version stamp of a release build."""
     return [
         go,
         "build",
@@ -195,9 +201,8 @@ def build_command(go: str, version: str, output: Path) -> list[str]:
         "-ldflags",
         ldflags(version),
         "-o",
-        f"{output}{os.sep}",
-        *KUBERNETES_PACKAGES,
-        ETCD_PACKAGE,
+        output,
+        *packages,
     ]
 
 
@@ -276,18 +281,7 @@ def ensure_node_built(
         builds = (
             (
                 module,
-                [
-                    go,
-                    "build",
-                    "-tags",
-                    "providerless",
-                    "-trimpath",
-                    "-ldflags",
-                    ldflags(node.version),
-                    "-o",
-                    str(staging / "kubelet"),
-                    KUBELET_PACKAGE,
-                ],
+                kubernetes_build_command(go, node.version, str(staging / "kubelet"), KUBELET_PACKAGE),
             ),
             (
                 coredns_module,
