@@ -4,10 +4,15 @@ The tier needs root, containerd, runc, the CNI plugins, overlayfs and cgroups; w
 test is skipped with the reason (``make test-e2e`` prints it in the short summary). An envtest is started
 for the session (in a temporary directory) and stopped at its end; one real node runs on a machine at a
 time.
+
+``KUBETRAIN_E2E_ENVTEST_DIR`` names a real-node envtest that is already running (``kubetrain envtest start
+--real-node --dir …``): the tier then uses it and leaves it, and the operator, running, so that several
+engineers' test runs share one node while they develop (the node is one per machine).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
 import sys
@@ -20,7 +25,8 @@ from e2e.realpods import RealCluster, wait_until
 from kubetrain.envtest import controlplane, realnode
 from kubetrain.envtest.kubeapi import ApiError, KubeApi
 
-OVERLAY = Path(__file__).resolve().parents[2] / "manifests" / "overlays" / "standalone"
+OVERLAY = Path(__file__).resolve().parent / "operator-overlay"
+SHARED_RUN_DIR_ENV = "KUBETRAIN_E2E_ENVTEST_DIR"
 DEPLOYMENT = "/apis/apps/v1/namespaces/kubeflow/deployments/training-operator"
 
 
@@ -40,6 +46,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
+    shared = os.environ.get(SHARED_RUN_DIR_ENV)
+    if shared:
+        run_dir = Path(shared)
+        realnode.load_images(realnode.node_paths(run_dir), ["python"])
+        with KubeApi.from_kubeconfig(run_dir / controlplane.ADMIN_KUBECONFIG) as api:
+            yield RealCluster(run_dir, run_dir / controlplane.ADMIN_KUBECONFIG, api)
+        return
     run_dir = tmp_path_factory.mktemp("e2e-envtest")
     options = controlplane.EnvtestOptions(nodes=0, real_node=True)
     try:
@@ -54,7 +67,7 @@ def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealClust
 @pytest.fixture(scope="session")
 def operator(real_cluster: RealCluster) -> Iterator[RealCluster]:
     """The operator installed as a user would: its image (tools/images) and the standalone overlay."""
-    realnode.load_images(realnode.node_paths(real_cluster.run_dir), ["operator"])
+    realnode.load_images(realnode.node_paths(real_cluster.run_dir), ["operator", "busybox"])
     applied = real_cluster.kubectl("apply", "--server-side", "-k", str(OVERLAY))
     assert applied.returncode == 0, applied.stderr
     wait_until(
@@ -63,7 +76,8 @@ def operator(real_cluster: RealCluster) -> Iterator[RealCluster]:
         120.0,
     )
     yield real_cluster
-    real_cluster.kubectl("delete", "-k", str(OVERLAY), "--wait=false")
+    if not os.environ.get(SHARED_RUN_DIR_ENV):
+        real_cluster.kubectl("delete", "-k", str(OVERLAY), "--wait=false")
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,14 @@ import pytest
 from kubetrain.envtest import controlplane, realnode
 from kubetrain.envtest.kubeapi import KubeApi
 
-pytestmark = pytest.mark.e2e
+# Runs first in the tier, before the session's node starts: one real node per machine. A shared dev node
+# (conftest's KUBETRAIN_E2E_ENVTEST_DIR) is that node, so there this test cannot run.
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(
+        bool(os.environ.get("KUBETRAIN_E2E_ENVTEST_DIR")), reason="a shared real node runs (one per machine)"
+    ),
+]
 
 
 def test_real_node_joins_ready_running_containerd_and_stop_leaves_nothing_behind(tmp_path: Path) -> None:
