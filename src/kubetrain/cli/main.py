@@ -41,7 +41,7 @@ GROUPS: dict[str, tuple[str, str]] = {
 """Command group name → (module, its typer app)."""
 
 
-def _load(name: str) -> Any:  # a click Command (typer vendors click, so it has no stable import path)
+def _load(name: str) -> Any:  # a click Command
     if name in GROUPS:
         module, attribute = GROUPS[name]
         group: typer.Typer = getattr(importlib.import_module(module), attribute)
