@@ -1,0 +1,184 @@
+"""Run policies on real pods, the "Try this" list of the course kubetrain was born from: backoffLimit,
+cleanPodPolicy, the ExitCode restart policy, suspend and resume, and TTL, with a real kubelet restarting and
+reporting containers.
+
+Each job is a PyTorchJob whose replicas run a one-line Python command in the small test image, through the
+in-cluster operator (the ``operator`` fixture): what is checked is the operator's reaction to what a kubelet
+really reports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from builders import container, manifest
+from e2e.realpods import TEST_IMAGE, RealCluster, wait_until
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
+
+JOB_TIMEOUT_SECONDS = 240.0
+
+
+def _replica(command: str) -> dict[str, Any]:
+    return container("pytorch", TEST_IMAGE, imagePullPolicy="Never", command=["python", "-u", "-c", command])
+
+
+def _job(
+    name: str,
+    replicas: dict[str, str],
+    restart_policy: str,
+    run_policy: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A PyTorchJob of one replica per entry of ``replicas`` (type → the command it runs)."""
+    body = manifest("PyTorchJob", {}, name=name, namespace=None, spec={"runPolicy": run_policy or {}})
+    body["spec"]["pytorchReplicaSpecs"] = {
+        replica_type: {
+            "replicas": 1,
+            "restartPolicy": restart_policy,
+            "template": {"spec": {"terminationGracePeriodSeconds": 1, "containers": [_replica(command)]}},
+        }
+        for replica_type, command in replicas.items()
+    }
+    return body
+
+
+class Jobs:
+    """PyTorchJobs of one namespace on the real cluster."""
+
+    def __init__(self, cluster: RealCluster, namespace: str) -> None:
+        self.cluster = cluster
+        self.namespace = namespace
+        self.path = f"/apis/kubeflow.org/v1/namespaces/{namespace}/pytorchjobs"
+
+    def create(self, body: dict[str, Any]) -> None:
+        self.cluster.api.create(self.path, body)
+
+    def get(self, name: str) -> dict[str, Any]:
+        return dict(self.cluster.api.get(f"{self.path}/{name}"))
+
+    def condition(self, name: str, kind: str) -> dict[str, Any] | None:
+        conditions = self.get(name).get("status", {}).get("conditions") or []
+        return next((c for c in conditions if c["type"] == kind and c["status"] == "True"), None)
+
+    def wait_for(self, name: str, kind: str, timeout: float = JOB_TIMEOUT_SECONDS) -> dict[str, Any]:
+        return dict(wait_until(f"{name} {kind}", lambda: self.condition(name, kind), timeout))
+
+    def pods(self, name: str) -> list[dict[str, Any]]:
+        selector = {"labelSelector": f"training.kubeflow.org/job-name={name}"}
+        return list(self.cluster.api.get(f"/api/v1/namespaces/{self.namespace}/pods", selector)["items"])
+
+    def pod(self, name: str) -> dict[str, Any] | None:
+        path = f"/api/v1/namespaces/{self.namespace}/pods/{name}"
+        return dict(self.cluster.api.get(path)) if self.cluster.api.exists(path) else None
+
+
+@pytest.fixture
+def jobs(operator: RealCluster, namespace: str) -> Iterator[Jobs]:
+    yield Jobs(operator, namespace)
+
+
+def _restart_count(pod: dict[str, Any] | None) -> int:
+    statuses = (pod or {}).get("status", {}).get("containerStatuses") or []
+    return sum(int(s.get("restartCount", 0)) for s in statuses)
+
+
+def test_backoff_limit_stops_in_place_restarts_after_three_and_fails_the_job(jobs: Jobs) -> None:
+    jobs.create(
+        _job("backoff", {"Master": "print('attempt'); raise SystemExit(1)"}, "OnFailure", {"backoffLimit": 3})
+    )
+    most_restarts = 0
+
+    def failed() -> dict[str, Any] | None:
+        nonlocal most_restarts
+        most_restarts = max(most_restarts, _restart_count(jobs.pod("backoff-master-0")))
+        return jobs.condition("backoff", "Failed")
+
+    # The kubelet's crash-loop back-off (10 s, 20 s, 40 s) paces the three restarts.
+    condition = wait_until("backoff Failed", failed, JOB_TIMEOUT_SECONDS)
+
+    assert most_restarts == 3
+    assert condition["message"] == "Job backoff has failed because it has reached the specified backoff limit"
+    # As upstream (and a batch Job with OnFailure): the crash-looping pod is deleted with the job's failure,
+    # or the kubelet would go on restarting it. cleanPodPolicy keeps the pods of a job that failed by itself.
+    wait_until("the failed job's pods deleted", lambda: jobs.pods("backoff") == [], 60.0)
+
+
+def test_clean_pod_policy_running_keeps_the_failed_pod_for_kubectl_logs_and_deletes_the_running_one(
+    jobs: Jobs,
+) -> None:
+    jobs.create(
+        _job(
+            "keep-failed",
+            {
+                "Master": "print('loss went nan at step 7'); raise SystemExit(1)",
+                "Worker": "import time; time.sleep(600)",
+            },
+            "Never",
+            {"cleanPodPolicy": "Running"},
+        )
+    )
+
+    jobs.wait_for("keep-failed", "Failed")
+    wait_until("the running worker deleted", lambda: jobs.pod("keep-failed-worker-0") is None, 60.0)
+    master = jobs.pod("keep-failed-master-0")
+    logs = jobs.cluster.kubectl("logs", "-n", jobs.namespace, "keep-failed-master-0")
+
+    assert master is not None and master["status"]["phase"] == "Failed"
+    assert logs.returncode == 0, logs.stderr
+    assert "loss went nan at step 7" in logs.stdout
+
+
+def test_exit_code_137_recreates_the_pod_and_counts_against_the_backoff_limit(jobs: Jobs) -> None:
+    # The job fails on the backoffLimit-th failure that needs a restart, as with OnFailure (engine/limits.py):
+    # with backoffLimit 2 the pod is recreated once, and its second exit 137 fails the job.
+    jobs.create(_job("oom", {"Master": "raise SystemExit(137)"}, "ExitCode", {"backoffLimit": 2}))
+    uids: set[str] = set()
+
+    def failed() -> dict[str, Any] | None:
+        pod = jobs.pod("oom-master-0")
+        if pod is not None:
+            uids.add(pod["metadata"]["uid"])
+        return jobs.condition("oom", "Failed")
+
+    condition = wait_until("oom Failed", failed, JOB_TIMEOUT_SECONDS)
+
+    assert len(uids) == 2  # the first pod, and the one recreated after its retryable exit
+    assert condition["message"] == "Job oom has failed because it has reached the specified backoff limit"
+
+
+def test_exit_code_1_fails_the_job_without_recreating_the_pod(jobs: Jobs) -> None:
+    jobs.create(_job("bug", {"Master": "raise SystemExit(1)"}, "ExitCode", {"backoffLimit": 3}))
+
+    condition = jobs.wait_for("bug", "Failed")
+    master = jobs.pod("bug-master-0")
+
+    assert condition["message"] == 'job "bug" is failing because "Master" replica(s) failed.'
+    assert master is not None and master["status"]["phase"] == "Failed"
+    assert _restart_count(master) == 0
+
+
+def test_a_suspended_job_creates_no_pod_until_resumed_then_runs_to_succeeded(jobs: Jobs) -> None:
+    jobs.create(_job("later", {"Master": "print('ran')"}, "OnFailure", {"suspend": True}))
+
+    jobs.wait_for("later", "Suspended")
+    assert jobs.pods("later") == []
+    assert "startTime" not in jobs.get("later").get("status", {})
+
+    jobs.cluster.api.patch(f"{jobs.path}/later", {"spec": {"runPolicy": {"suspend": False}}})
+
+    jobs.wait_for("later", "Succeeded")
+    logs = jobs.cluster.kubectl("logs", "-n", jobs.namespace, "later-master-0")
+    assert logs.stdout.strip() == "ran"
+    assert jobs.condition("later", "Suspended") is None
+
+
+def test_ttl_after_finished_deletes_the_job_and_its_pods(jobs: Jobs) -> None:
+    jobs.create(_job("brief", {"Master": "print('done')"}, "OnFailure", {"ttlSecondsAfterFinished": 3}))
+
+    jobs.wait_for("brief", "Succeeded")
+    wait_until("the finished job deleted", lambda: not jobs.cluster.api.exists(f"{jobs.path}/brief"), 60.0)
+    # The pods go with their owner, through the controller-manager's garbage collector.
+    wait_until("its pods deleted", lambda: jobs.pods("brief") == [], 60.0)
