@@ -2,23 +2,17 @@
 
 Like envtest's binaries: built from the Go module proxy (a clean clone needs only the proxy, Go being fetched
 the way envtest fetches it), cached in ``~/.cache/kubetrain/helm/<version>/helm``, rebuilt when go.mod,
-go.sum or this script change, atomically and under a lock so concurrent test sessions build once.
+go.sum or the build flags change, atomically and under a lock so concurrent test sessions build once.
 
 Usage: python tools/helm/build.py  (``make helm-build``); ``$KUBETRAIN_HELM`` names a helm to use instead.
 """
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
-import os
 import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
-from kubetrain.envtest.toolchain import ToolchainError, find_go
+from kubetrain.envtest.gotool import GoTool, GoToolError
 
 MODULE = Path(__file__).resolve().parent
 HELM_ENV = "KUBETRAIN_HELM"
@@ -47,59 +41,18 @@ def ldflags(version: str) -> str:
     return " ".join(flags)
 
 
-def cache_root() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kubetrain"
-
-
-def fingerprint() -> str:
-    digest = hashlib.sha256()
-    for name in ("go.mod", "go.sum", "build.py"):
-        digest.update(name.encode() + b"\0" + (MODULE / name).read_bytes() + b"\0")
-    return digest.hexdigest()
-
-
-def build(directory: Path, version: str) -> None:
-    try:
-        go = find_go(cache_root() / "envtest", lambda message: print(message, file=sys.stderr))
-    except ToolchainError as error:
-        raise SystemExit(f"{error}; or set ${HELM_ENV} to a helm binary") from error
-    staging = directory.with_name(directory.name + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    command = [go, "build", "-trimpath", "-ldflags", ldflags(version), "-o", str(staging / "helm"), PACKAGE]
-    print(f"building helm {version} into {directory} (a minute or more when cold)", file=sys.stderr)
-    env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"}
-    done = subprocess.run(command, cwd=MODULE, env=env, stdout=sys.stderr, stderr=sys.stderr, check=False)
-    if done.returncode != 0:
-        raise SystemExit(f"`{' '.join(command)}` in {MODULE} failed with exit status {done.returncode}")
-    (staging / "fingerprint").write_text(fingerprint() + "\n")
-    shutil.rmtree(directory, ignore_errors=True)
-    staging.rename(directory)
+def tool() -> GoTool:
+    version = helm_version()
+    return GoTool(
+        "helm", MODULE, PACKAGE, "helm", version, HELM_ENV, ("-trimpath", "-ldflags", ldflags(version))
+    )
 
 
 def ensure_built() -> Path:
-    given = os.environ.get(HELM_ENV)
-    if given:
-        return Path(given)
-    version = helm_version()
-    directory = cache_root() / "helm" / version
-    stamp = directory / "fingerprint"
-
-    def current() -> bool:
-        return (
-            os.access(directory / "helm", os.X_OK)
-            and stamp.is_file()
-            and stamp.read_text().strip() == (fingerprint())
-        )
-
-    if current():
-        return directory / "helm"
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    with (directory.parent / f".{version}.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not current():  # another session may have built it while this one waited
-            build(directory, version)
-    return directory / "helm"
+    try:
+        return tool().ensure_built()
+    except GoToolError as error:
+        raise SystemExit(str(error)) from error
 
 
 if __name__ == "__main__":
