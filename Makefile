@@ -55,11 +55,13 @@ node-packages: image-tools
 	[ "$$(id -u)" != 0 ] || { command -v containerd >/dev/null && command -v runc >/dev/null \
 		&& test -x /usr/lib/cni/bridge; } || { apt-get update -qq && apt-get install -y -qq containerd runc containernetworking-plugins; }
 
-# Real pods on a real node (tests/e2e): the kubelet, CoreDNS and the images the pods run are built first
+# Real pods on a real node (tests/e2e): the kubelet, CoreDNS, the gang scheduler (scheduler-plugins, pinned in
+# tools/scheduler-plugins) and the images the pods run are built first
 # (minutes when cold; cached), where the machine can run them; the tier starts envtest --real-node in a
 # temporary directory and stops it.
 test-e2e: envtest-build node-packages
-	[ "$$(id -u)" != 0 ] || { $(BIN)/kubetrain envtest build --real-node >/dev/null && $(PYTHON) tools/images/build.py pause python; }
+	[ "$$(id -u)" != 0 ] || { $(BIN)/kubetrain envtest build --real-node >/dev/null && $(PYTHON) tools/images/build.py pause python \
+		&& $(BIN)/python -m kubetrain.envtest.coscheduler >/dev/null; }
 	$(PYTEST) tests/e2e -q -rs
 
 # The examples' frameworks (torch, xgboost, mpi4py, jax, tensorflow) and Open MPI for the MPIJob example.

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from e2e.realpods import RealCluster, wait_until
-from kubetrain.envtest import controlplane, realnode
+from kubetrain.envtest import controlplane, coscheduler, realnode
 from kubetrain.envtest.kubeapi import ApiError, KubeApi
 
 OVERLAY = Path(__file__).resolve().parent / "operator-overlay"
@@ -65,7 +65,18 @@ def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealClust
 
 
 @pytest.fixture(scope="session")
-def operator(real_cluster: RealCluster) -> Iterator[RealCluster]:
+def gang_scheduler(real_cluster: RealCluster) -> Iterator[str]:
+    """scheduler-plugins' Coscheduling scheduler beside envtest's, as a cluster with gang scheduling runs it;
+    the operator overlay names it (``--gang-scheduler-name``), so it gang-schedules every job's pods."""
+    if not coscheduler.running(real_cluster.run_dir):
+        coscheduler.start(real_cluster.run_dir)
+    yield coscheduler.SCHEDULER_NAME
+    if not os.environ.get(SHARED_RUN_DIR_ENV):
+        coscheduler.stop(real_cluster.run_dir)
+
+
+@pytest.fixture(scope="session")
+def operator(real_cluster: RealCluster, gang_scheduler: str) -> Iterator[RealCluster]:
     """The operator installed as a user would: its image (tools/images) and the standalone overlay."""
     realnode.load_images(realnode.node_paths(real_cluster.run_dir), ["operator", "busybox"])
     applied = real_cluster.kubectl("apply", "--server-side", "-k", str(OVERLAY))

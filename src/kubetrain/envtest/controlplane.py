@@ -485,6 +485,9 @@ def stop(run_dir: Path) -> list[str]:
     real_node = realnode.node_paths(run_dir).root.exists()
     if real_node:
         stopped += realnode.teardown(run_dir)
+    # Processes started beside the control plane (a second scheduler) are its clients too.
+    add_ons = [name for name in processes.recorded(run_dir) if name not in COMPONENT_ORDER]
+    stopped += [name for name in add_ons if processes.terminate(run_dir, name)]
     stopped += [name for name in reversed(COMPONENT_ORDER) if processes.terminate(run_dir, name)]
     if real_node:
         realnode.remove_network(run_dir)

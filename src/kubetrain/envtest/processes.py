@@ -95,6 +95,11 @@ def spawn(
     return record
 
 
+def recorded(run_dir: Path) -> list[str]:
+    """The names of every process this run directory has a pid file for."""
+    return sorted(path.stem for path in (run_dir / "pids").glob("*.pid"))
+
+
 def command_file(run_dir: Path, name: str) -> Path:
     return run_dir / "commands" / f"{name}.json"
 

@@ -1,0 +1,112 @@
+"""Gang scheduling with a real gang scheduler: scheduler-plugins' Coscheduling (the ``gang_scheduler``
+fixture) binds a job's pods only when its PodGroup's ``minMember`` fit together; a job that cannot fit has
+every pod Pending, none half-scheduled, where the default scheduler would bind the ones that fit."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from builders import container, manifest
+from e2e.realpods import TEST_IMAGE, RealCluster, wait_until
+from kubetrain.envtest import realnode
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
+
+GROUP_PATH = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups/{name}"
+WAIT_PAST_PERMIT_SECONDS = 20.0
+"""Longer than the scheduler's permitWaitingTimeSeconds: a gang that could half-bind has had its chance."""
+
+
+def _job(name: str, workers: int, cpu_millis: int, command: str) -> dict[str, Any]:
+    replica = container(
+        "pytorch",
+        TEST_IMAGE,
+        imagePullPolicy="Never",
+        command=["python", "-u", "-c", command],
+        resources={"requests": {"cpu": f"{cpu_millis}m"}},
+    )
+    return manifest(
+        "PyTorchJob", {"Master": 1, "Worker": workers}, name=name, namespace=None, containers=[replica]
+    )
+
+
+def _pods(cluster: RealCluster, namespace: str, job: str) -> list[dict[str, Any]]:
+    selector = {"labelSelector": f"training.kubeflow.org/job-name={job}"}
+    return list(cluster.api.get(f"/api/v1/namespaces/{namespace}/pods", selector)["items"])
+
+
+def _free_cpu_millis(cluster: RealCluster) -> int:
+    """The real node's allocatable CPU less what its live pods request: what a new pod can still get."""
+    node = cluster.api.get(f"/api/v1/nodes/{realnode.NODE_NAME}")
+    allocatable = _millis(node["status"]["allocatable"]["cpu"])
+    pods = cluster.api.get("/api/v1/pods", {"fieldSelector": f"spec.nodeName={realnode.NODE_NAME}"})["items"]
+    requested = sum(
+        _millis(c.get("resources", {}).get("requests", {}).get("cpu", "0"))
+        for pod in pods
+        if pod["status"].get("phase") in ("Pending", "Running")
+        for c in pod["spec"]["containers"]
+    )
+    return allocatable - requested
+
+
+def _group(cluster: RealCluster, namespace: str, name: str) -> dict[str, Any] | None:
+    path = GROUP_PATH.format(namespace=namespace, name=name)
+    return dict(cluster.api.get(path)) if cluster.api.exists(path) else None
+
+
+def _millis(quantity: str) -> int:
+    return int(quantity[:-1]) if quantity.endswith("m") else int(float(quantity) * 1000)
+
+
+def test_a_gang_that_fits_is_scheduled_by_the_gang_scheduler_and_runs(
+    operator: RealCluster, namespace: str, gang_scheduler: str
+) -> None:
+    operator.api.create(
+        f"/apis/kubeflow.org/v1/namespaces/{namespace}/pytorchjobs",
+        _job("fits", workers=1, cpu_millis=10, command="print('together')"),
+    )
+    path = f"/apis/kubeflow.org/v1/namespaces/{namespace}/pytorchjobs/fits"
+
+    def succeeded() -> bool:
+        conditions = operator.api.get(path).get("status", {}).get("conditions") or []
+        return any(c["type"] == "Succeeded" and c["status"] == "True" for c in conditions)
+
+    group = wait_until("the PodGroup", lambda: _group(operator, namespace, "fits"), 60.0)
+    wait_until("fits Succeeded", succeeded, 180.0)
+    pods = _pods(operator, namespace, "fits")
+
+    assert group["spec"]["minMember"] == 2
+    assert {p["spec"]["schedulerName"] for p in pods} == {gang_scheduler}
+    assert all(p["spec"]["nodeName"] == realnode.NODE_NAME for p in pods)
+
+
+def test_a_gang_that_cannot_fit_keeps_every_pod_pending_none_half_scheduled(
+    operator: RealCluster, namespace: str, gang_scheduler: str
+) -> None:
+    # Two of the three pods would fit on the node now; all three cannot. The default scheduler would bind two.
+    free = _free_cpu_millis(operator)
+    per_pod = int(free / 2.5)
+    assert per_pod >= 100, f"the node has {free}m CPU free: too little to make two pods fit"
+    operator.api.create(
+        f"/apis/kubeflow.org/v1/namespaces/{namespace}/pytorchjobs",
+        _job("too-big", workers=2, cpu_millis=per_pod, command="import time; time.sleep(600)"),
+    )
+    wait_until("three pods", lambda: len(_pods(operator, namespace, "too-big")) == 3, 60.0)
+    group = wait_until("the PodGroup", lambda: _group(operator, namespace, "too-big"), 60.0)
+
+    time.sleep(WAIT_PAST_PERMIT_SECONDS)
+    pods = _pods(operator, namespace, "too-big")
+
+    assert group["spec"]["minMember"] == 3
+    assert [p["status"]["phase"] for p in pods] == ["Pending"] * 3
+    assert [p["spec"].get("nodeName") for p in pods] == [None] * 3
+    for pod in pods:
+        scheduled = next(c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled")
+        assert (scheduled["status"], scheduled["reason"]) == ("False", "Unschedulable"), scheduled
+        assert scheduled["message"], scheduled
+    job = operator.api.get(f"/apis/kubeflow.org/v1/namespaces/{namespace}/pytorchjobs/too-big")
+    running = [c for c in job.get("status", {}).get("conditions") or [] if c["type"] == "Running"]
+    assert not any(c["status"] == "True" for c in running)
