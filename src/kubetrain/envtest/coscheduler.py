@@ -3,15 +3,19 @@
 It is the scheduler a cluster with ``--gang-scheduler-name=scheduler-plugins-scheduler`` runs (upstream's
 name for it): the operator then gives every pod that ``schedulerName`` and a ``scheduling.x-k8s.io``
 PodGroup, and this scheduler binds a job's pods only once ``minMember`` of them fit at the same time; the
-others wait in its queue, Pending. Built from the Go module pinned in ``tools/scheduler-plugins``
-(Kubernetes held at envtest's release), run as a host process recorded in the run directory, so
-``kubetrain envtest stop`` stops it with the rest.
+others wait in its queue, Pending. Beside it runs scheduler-plugins' controller, which writes each
+PodGroup's status (``phase``, ``running``...) as a cluster with that scheduler installed has it: the
+PodGroup of a gang that cannot fit says ``Scheduling`` with nothing running. Both are built from the Go
+module pinned in ``tools/scheduler-plugins`` (Kubernetes held at envtest's release) and run as host
+processes recorded in the run directory, so ``kubetrain envtest stop`` stops them with the rest.
 """
 
 from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import httpx
@@ -26,7 +30,9 @@ MODULE = CHECKOUT / "tools" / "scheduler-plugins"
 UPSTREAM = "sigs.k8s.io/scheduler-plugins"
 SCHEDULER_NAME = "scheduler-plugins-scheduler"
 PROCESS = "coscheduler"
-CRD_NAME = "podgroups.scheduling.x-k8s.io"
+CONTROLLER_PROCESS = "coscheduler-controller"
+CRD_NAMES = ("podgroups.scheduling.x-k8s.io", "elasticquotas.scheduling.x-k8s.io")
+"""The release's CRDs: the controller watches ElasticQuotas too and does not start without theirs."""
 PERMIT_WAITING_SECONDS = 10
 """How long pods of a gang that reached Permit wait for the rest before the scheduler gives them up
 (upstream's example configuration)."""
@@ -40,26 +46,51 @@ class CoschedulerError(RuntimeError):
     pass
 
 
-def tool() -> GoTool:
+def _version() -> str:
     match = _REQUIRE.search((MODULE / "go.mod").read_text())
     if match is None:
         raise CoschedulerError(f"{MODULE / 'go.mod'}: no 'require {UPSTREAM} vX.Y.Z' line")
-    # envtest's build tags, so Go's build cache serves the Kubernetes packages both compile.
-    flags = ("-tags", "providerless", "-trimpath", "-ldflags", "-s -w")
+    return match.group(1)
+
+
+# envtest's build tags, so Go's build cache serves the Kubernetes packages both compile.
+_FLAGS = ("-tags", "providerless", "-trimpath", "-ldflags", "-s -w")
+
+
+def tool() -> GoTool:
+    """The scheduler: upstream's kube-scheduler with scheduler-plugins' plugins registered."""
     return GoTool(
         "scheduler-plugins",
         MODULE,
         f"{UPSTREAM}/cmd/scheduler",
         "kube-scheduler",
-        match.group(1),
+        _version(),
         "KUBETRAIN_SCHEDULER_PLUGINS",
-        flags,
+        _FLAGS,
     )
 
 
-def crd_path() -> Path:
-    """The PodGroup CRD as the pinned release ships it for the Coscheduling plugin."""
-    return tool().module_dir(UPSTREAM) / "manifests" / "coscheduling" / "crd.yaml"
+def controller_tool() -> GoTool:
+    """The controller that keeps PodGroup status; its own cache directory, as a GoTool holds one binary."""
+    return GoTool(
+        "scheduler-plugins-controller",
+        MODULE,
+        f"{UPSTREAM}/cmd/controller",
+        "controller",
+        _version(),
+        "KUBETRAIN_SCHEDULER_PLUGINS_CONTROLLER",
+        _FLAGS,
+    )
+
+
+def crd_paths() -> list[Path]:
+    """The PodGroup and ElasticQuota CRDs as the pinned release generates them (``config/crd/bases``)."""
+    bases = tool().module_dir(UPSTREAM) / "config" / "crd" / "bases"
+    return [bases / f"{name.split('.', 1)[1]}_{name.split('.', 1)[0]}.yaml" for name in CRD_NAMES]
+
+
+def ensure_built() -> list[Path]:
+    return [tool().ensure_built(), controller_tool().ensure_built()]
 
 
 def config(kubeconfig: Path) -> str:
@@ -87,68 +118,83 @@ def config(kubeconfig: Path) -> str:
     )
 
 
-def install_crd(api: KubeApi) -> None:
-    body = yaml.safe_load(crd_path().read_text())
-    try:
-        api.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", body)
-    except ApiError as error:
-        if error.code != 409:
-            raise
-    _wait(
-        "the PodGroup CRD established",
-        lambda: any(
-            c["type"] == "Established" and c["status"] == "True"
-            for c in api.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD_NAME}")
-            .get("status", {})
-            .get("conditions", [])
-        ),
-        30.0,
+def install_crds(api: KubeApi) -> None:
+    for path, name in zip(crd_paths(), CRD_NAMES, strict=True):
+        try:
+            api.create(
+                "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", yaml.safe_load(path.read_text())
+            )
+        except ApiError as error:
+            if error.code != 409:
+                raise
+        _wait(f"the {name} CRD established", partial(_established, api, name), 30.0)
+
+
+def _established(api: KubeApi, name: str) -> bool:
+    crd = api.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
+    return any(
+        c["type"] == "Established" and c["status"] == "True"
+        for c in crd.get("status", {}).get("conditions", [])
     )
 
 
 def running(run_dir: Path) -> bool:
-    record = processes.read_record(run_dir, PROCESS)
+    return all(_running(run_dir, name) for name in (PROCESS, CONTROLLER_PROCESS))
+
+
+def _running(run_dir: Path, name: str) -> bool:
+    record = processes.read_record(run_dir, name)
     return record is not None and record.is_running()
 
 
-def start(run_dir: Path) -> processes.ProcessRecord:
-    """Install the PodGroup CRD and start the scheduler against the envtest in ``run_dir``; healthy when it
-    answers /healthz."""
-    binary = tool().ensure_built()
+def start(run_dir: Path) -> None:
+    """Install the CRDs and start whichever of the scheduler and its controller is not running against the
+    envtest in ``run_dir``; each healthy when it answers /healthz."""
+    scheduler, controller = ensure_built()
     kubeconfig = run_dir / controlplane.ADMIN_KUBECONFIG
     with KubeApi.from_kubeconfig(kubeconfig) as api:
-        install_crd(api)
-    directory = run_dir / PROCESS
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "config.yaml").write_text(config(kubeconfig))
-    port = controlplane.free_port()
-    record = processes.spawn(
-        run_dir,
-        PROCESS,
-        [
-            str(binary),
+        install_crds(api)
+    if not _running(run_dir, PROCESS):
+        directory = run_dir / PROCESS
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "config.yaml").write_text(config(kubeconfig))
+        port = controlplane.free_port()
+        argv = [
+            str(scheduler),
             f"--config={directory / 'config.yaml'}",
             "--bind-address=127.0.0.1",
             f"--secure-port={port}",
-        ],
-    )
-    _wait("the gang scheduler healthy", lambda: record.is_running() and _healthy(port), 60.0, record.log)
-    return record
+        ]
+        _spawn_healthy(run_dir, PROCESS, argv, f"https://127.0.0.1:{port}/healthz")
+    if not _running(run_dir, CONTROLLER_PROCESS):
+        port = controlplane.free_port()
+        argv = [
+            str(controller),
+            f"--kubeconfig={kubeconfig}",
+            "--metricsAddr=0",  # off: upstream's :8080 default is anyone's port on a shared host
+            f"--probeAddr=127.0.0.1:{port}",
+        ]
+        _spawn_healthy(run_dir, CONTROLLER_PROCESS, argv, f"http://127.0.0.1:{port}/healthz")
 
 
-def _healthy(port: int) -> bool:
+def _spawn_healthy(run_dir: Path, name: str, argv: list[str], health_url: str) -> None:
+    record = processes.spawn(run_dir, name, argv)
+    _wait(f"{name} healthy", lambda: record.is_running() and _healthy(health_url), 60.0, record.log)
+
+
+def _healthy(url: str) -> bool:
     try:
-        return httpx.get(f"https://127.0.0.1:{port}/healthz", verify=False, timeout=2.0).status_code == 200
+        return httpx.get(url, verify=False, timeout=2.0).status_code == 200
     except httpx.HTTPError:
         return False
 
 
 def stop(run_dir: Path) -> bool:
-    return processes.terminate(run_dir, PROCESS)
+    """Stop both; True when either was running."""
+    return any([processes.terminate(run_dir, name) for name in (CONTROLLER_PROCESS, PROCESS)])
 
 
-def _wait(what: str, done: object, timeout: float, log: Path | None = None) -> None:
-    assert callable(done)
+def _wait(what: str, done: Callable[[], bool], timeout: float, log: Path | None = None) -> None:
     deadline = time.monotonic() + timeout
     while not done():
         if time.monotonic() > deadline:
@@ -157,5 +203,5 @@ def _wait(what: str, done: object, timeout: float, log: Path | None = None) -> N
         time.sleep(0.3)
 
 
-if __name__ == "__main__":  # `make test-e2e` builds it before the tier runs
-    print(tool().ensure_built())
+if __name__ == "__main__":  # `make test-e2e` builds both before the tier runs
+    print(*ensure_built(), sep="\n")
