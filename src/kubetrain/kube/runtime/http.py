@@ -16,6 +16,8 @@ import asyncio
 import collections
 import json as jsonlib
 import ssl
+import urllib.parse
+import urllib.request
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
@@ -192,6 +194,21 @@ class Credentials:
         return changed
 
 
+def proxy_for(server: str) -> str | None:
+    """The proxy to reach ``server`` through, from ``HTTPS_PROXY``/``HTTP_PROXY`` and ``NO_PROXY`` (either
+    case), or None.
+
+    Read once per connection pool, as client-go's ``ProxyFromEnvironment`` reads them once per process:
+    aiohttp's ``trust_env`` re-read the environment, and ``~/.netrc`` in a worker thread, on every request,
+    a sixth of the operator's CPU under a job burst (py-spy). The API server's address never changes, so
+    neither does the answer.
+    """
+    parts = urllib.parse.urlsplit(server)
+    if urllib.request.proxy_bypass_environment(parts.hostname or ""):
+        return None
+    return urllib.request.getproxies_environment().get(parts.scheme)
+
+
 def _authorization(request: httpx2.Request) -> dict[str, str]:
     value = request.headers.get("Authorization")
     return {"Authorization": value} if value else {}
@@ -201,18 +218,20 @@ class _Pool:
     """One aiohttp session (created on first use, inside the running loop), shared by the ApiSessions made
     from one another with ``limited_by``."""
 
-    def __init__(self, tls: ssl.SSLContext, timeout: float) -> None:
+    def __init__(self, server: str, tls: ssl.SSLContext, timeout: float) -> None:
         self.tls = tls
+        self._server = server
         self._timeout = timeout
         self._session: aiohttp.ClientSession | None = None
+        self.proxy: str | None = None
 
     def session(self) -> aiohttp.ClientSession:
         if self._session is None:
+            self.proxy = proxy_for(self._server)  # HTTPS_PROXY / NO_PROXY, as kubectl honours them
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(ssl=self.tls),
                 timeout=aiohttp.ClientTimeout(total=self._timeout),
                 raise_for_status=False,
-                trust_env=True,  # HTTPS_PROXY / NO_PROXY, as kubectl and httpx honour them
             )
         return self._session
 
@@ -241,7 +260,7 @@ class ApiSession:
         self._bucket = bucket
         self._counter = counter
         self._timeout = timeout
-        self._pool = _Pool(tls, timeout)
+        self._pool = _Pool(self._server, tls, timeout)
 
     def limited_by(self, bucket: TokenBucket) -> ApiSession:
         """The same connections, credentials and counter under another rate limit: what client-go gets from
@@ -313,7 +332,7 @@ class ApiSession:
         while True:
             sent = {**(headers or {}), **await self._credentials.headers()}
             async with session.request(
-                method, self._server + url, params=params, data=raw, headers=sent
+                method, self._server + url, params=params, data=raw, headers=sent, proxy=self._pool.proxy
             ) as response:
                 content = await response.read()
                 answer = ApiResponse(response.status, response.reason or "", content)
@@ -338,7 +357,8 @@ class ApiSession:
         self._counter.by_method[method] += 1
         limits = aiohttp.ClientTimeout(total=None, sock_connect=self._timeout, sock_read=timeout)
         headers = await self._credentials.headers()
-        async with self._connected().request(
-            method, self._server + url, params=params, headers=headers, timeout=limits
+        session = self._connected()
+        async with session.request(
+            method, self._server + url, params=params, headers=headers, timeout=limits, proxy=self._pool.proxy
         ) as response:
             yield _StreamedResponse(response)

@@ -10,11 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx2
+import pytest
 import pytest_asyncio
 from aiohttp import web
 from lightkube.config.client_adapter import BearerAuth, BearerTokenFileAuth
 
-from kubetrain.kube.runtime.http import ApiSession, Credentials, RequestCounter, TokenBucket
+from kubetrain.kube.runtime.http import ApiSession, Credentials, RequestCounter, TokenBucket, proxy_for
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -192,3 +193,44 @@ async def test_a_session_under_its_own_bucket_shares_the_counter_but_not_the_bud
     posted = await asyncio.wait_for(events.post("/api/v1/namespaces/a/events", json={"kind": "Event"}), 5)
     await objects.aclose()
     assert (posted.status_code, counter.total) == (200, 2)
+
+
+def api_session(url: str) -> ApiSession:
+    return ApiSession(
+        url,
+        tls=ssl.create_default_context(),
+        credentials=Credentials(None, url),
+        bucket=TokenBucket(qps=0, burst=0),
+        counter=RequestCounter(),
+        timeout=5,
+    )
+
+
+async def test_requests_go_through_the_proxy_the_environment_names(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("NO_PROXY", "no_proxy", "HTTPS_PROXY", "https_proxy", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", server.url)  # the test server plays the proxy
+    session = api_session("http://apiserver.invalid:6443")  # a name no resolver knows
+    await session.get("/api/v1/pods")
+    await session.aclose()
+    assert [(path, headers["Host"]) for _, path, headers, _ in server.seen] == [
+        ("/api/v1/pods", "apiserver.invalid:6443")
+    ]
+
+
+def test_no_proxy_exempts_the_api_server_and_the_scheme_picks_the_proxy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("no_proxy", "https_proxy", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    monkeypatch.setenv("HTTP_PROXY", "http://plain-proxy.example:3128")
+    monkeypatch.setenv("NO_PROXY", "localhost,.cluster.local")
+    assert [
+        proxy_for("https://10.0.0.1:6443"),
+        proxy_for("http://10.0.0.1:8080"),
+        proxy_for("https://api.cluster.local:6443"),
+        proxy_for("https://localhost:6443"),
+    ] == ["http://proxy.example:3128", "http://plain-proxy.example:3128", None, None]
