@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
+import ipaddress
 import json as jsonlib
 import ssl
 import urllib.parse
@@ -204,9 +206,32 @@ def proxy_for(server: str) -> str | None:
     neither does the answer.
     """
     parts = urllib.parse.urlsplit(server)
-    if urllib.request.proxy_bypass_environment(parts.hostname or ""):
+    proxies = urllib.request.getproxies_environment()
+    if _bypassed(parts.hostname or "", proxies.get("no", "")):
         return None
-    return urllib.request.getproxies_environment().get(parts.scheme)
+    return proxies.get(parts.scheme)
+
+
+def _bypassed(host: str, no_proxy: str) -> bool:
+    """Whether ``NO_PROXY`` exempts ``host``, as Go's httpproxy reads it: ``*``, a domain with or without a
+    leading dot (itself and its subdomains), an IP address or a CIDR block; ports are ignored."""
+    try:
+        address: ipaddress.IPv4Address | ipaddress.IPv6Address | None = ipaddress.ip_address(host)
+    except ValueError:
+        address = None
+    for entry in (item.strip().lower() for item in no_proxy.split(",")):
+        if entry == "*":
+            return True
+        if address is not None and "/" in entry:
+            with contextlib.suppress(ValueError):
+                if address in ipaddress.ip_network(entry, strict=False):
+                    return True
+            continue
+        name = entry.rsplit(":", 1)[0] if entry.count(":") == 1 else entry
+        name = name.lstrip(".")
+        if name and (host.lower() == name or host.lower().endswith("." + name)):
+            return True
+    return False
 
 
 def _authorization(request: httpx2.Request) -> dict[str, str]:

@@ -227,10 +227,11 @@ def test_no_proxy_exempts_the_api_server_and_the_scheme_picks_the_proxy(
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
     monkeypatch.setenv("HTTP_PROXY", "http://plain-proxy.example:3128")
-    monkeypatch.setenv("NO_PROXY", "localhost,.cluster.local")
+    monkeypatch.setenv("NO_PROXY", "localhost,.cluster.local,10.96.0.0/12")
     assert [
         proxy_for("https://10.0.0.1:6443"),
         proxy_for("http://10.0.0.1:8080"),
         proxy_for("https://api.cluster.local:6443"),
         proxy_for("https://localhost:6443"),
-    ] == ["http://proxy.example:3128", "http://plain-proxy.example:3128", None, None]
+        proxy_for("https://10.96.0.1:443"),
+    ] == ["http://proxy.example:3128", "http://plain-proxy.example:3128", None, None, None]
