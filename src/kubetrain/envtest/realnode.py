@@ -39,7 +39,7 @@ import httpx
 import psutil
 import yaml
 
-from kubetrain.envtest import processes
+from kubetrain.envtest import imagecache, processes
 from kubetrain.envtest.binaries import NodeBinaries
 from kubetrain.envtest.pki import SERVICE_IP, Pki, issue_client_certificate
 
@@ -79,6 +79,10 @@ class NodePaths:
     @property
     def containerd_socket(self) -> Path:
         return self.socket_dir / "containerd.sock"
+
+    @property
+    def containerd_root(self) -> Path:
+        return self.root / "containerd" / "root"
 
     @property
     def containerd_config(self) -> Path:
@@ -205,7 +209,7 @@ def containerd_config(paths: NodePaths) -> str:
     return "\n".join(
         [
             "version = 2",
-            f'root = "{paths.root / "containerd" / "root"}"',
+            f'root = "{paths.containerd_root}"',
             f'state = "{paths.root / "containerd" / "state"}"',
             "[grpc]",
             f'  address = "{paths.containerd_socket}"',
@@ -351,7 +355,8 @@ def start(
     node_ready: Callable[[], bool],
     log: Callable[[str], None],
 ) -> dict[str, float]:
-    """Start containerd, load the pause image, start CoreDNS and the kubelet; wait until the Node is Ready.
+    """Clone the image cache (the pause image at least) into containerd's root, start containerd, CoreDNS and
+    the kubelet; wait until the Node is Ready.
     The network (bridge, DNAT) is set up by the caller before the API server starts."""
     paths = node_paths(run_dir)
     paths.root.mkdir(parents=True, exist_ok=True)
@@ -360,6 +365,10 @@ def start(
     paths.containerd_config.write_text(containerd_config(paths))
     paths.cni_conf_dir.mkdir(parents=True, exist_ok=True)
     (paths.cni_conf_dir / "10-kubetrain.conflist").write_text(json.dumps(cni_config(paths), indent=1) + "\n")
+    clock = time.monotonic()
+    imagecache.update(["pause"], log)
+    imagecache.clone_into(paths.containerd_root)
+    timings["image-cache"] = time.monotonic() - clock
     containerd = processes.spawn(
         run_dir, "containerd", ["containerd", "--config", str(paths.containerd_config)]
     )
@@ -370,10 +379,8 @@ def start(
         ),
         containerd,
     )
-    clock = time.monotonic()
-    log(f"loading {PAUSE_IMAGE} into the node's containerd (built once by tools/images/build.py)")
-    load_images(paths, ["pause"])
-    timings["pause-image"] = time.monotonic() - clock
+    if not _has_image(paths, PAUSE_IMAGE):
+        raise RealNodeError(f"{PAUSE_IMAGE} is not in the node's containerd after the image cache's clone")
 
     cert, key = issue_client_certificate(pki, "coredns", "kubetrain:coredns", ("system:masters",))
     coredns_kubeconfig = paths.root / "coredns.kubeconfig"
@@ -419,8 +426,17 @@ def _http_ok(url: str) -> bool:
     return httpx.get(url, timeout=2.0).status_code == 200
 
 
+def _has_image(paths: NodePaths, reference: str) -> bool:
+    listed = _run("ctr", "--address", str(paths.containerd_socket), "-n", "k8s.io", "images", "ls", "-q")
+    return reference in listed.stdout.split()
+
+
 def load_images(paths: NodePaths, names: list[str]) -> None:
-    """Build (once, cached by recipe) and import the named images of tools/images into the node."""
+    """Build (once, cached by recipe) the named images of tools/images, bring them into the image cache
+    (``imagecache``: what the next node starts with) and into this running node, each skipped when it is
+    there with its current recipe. An image the node did not start with is imported twice (cache, node):
+    once per recipe, as the next node's clone has it."""
+    imagecache.update(names)
     command = [
         sys.executable,
         str(CHECKOUT / "tools" / "images" / "build.py"),
