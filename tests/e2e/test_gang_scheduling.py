@@ -57,6 +57,12 @@ def _group(cluster: RealCluster, namespace: str, name: str) -> dict[str, Any] | 
     return dict(cluster.api.get(path)) if cluster.api.exists(path) else None
 
 
+def _group_status(cluster: RealCluster, namespace: str, name: str) -> dict[str, Any] | None:
+    """The PodGroup once scheduler-plugins' controller has seen its pods (past its initial Pending)."""
+    group = _group(cluster, namespace, name)
+    return group if group is not None and group.get("status", {}).get("phase") == "Scheduling" else None
+
+
 def _millis(quantity: str) -> int:
     return int(quantity[:-1]) if quantity.endswith("m") else int(float(quantity) * 1000)
 
@@ -99,8 +105,11 @@ def test_a_gang_that_cannot_fit_keeps_every_pod_pending_none_half_scheduled(
 
     time.sleep(WAIT_PAST_PERMIT_SECONDS)
     pods = _pods(operator, namespace, "too-big")
+    group = wait_until("the PodGroup's status", lambda: _group_status(operator, namespace, "too-big"), 30.0)
 
     assert group["spec"]["minMember"] == 3
+    # scheduler-plugins' controller: every member exists, fewer than minMember run, so it is still Scheduling.
+    assert (group["status"]["phase"], group["status"].get("running", 0)) == ("Scheduling", 0), group["status"]
     assert [p["status"]["phase"] for p in pods] == ["Pending"] * 3
     assert [p["spec"].get("nodeName") for p in pods] == [None] * 3
     for pod in pods:

@@ -12,6 +12,7 @@ processes recorded in the run directory, so ``kubetrain envtest stop`` stops the
 
 from __future__ import annotations
 
+import fcntl
 import re
 import time
 from collections.abc import Callable
@@ -154,6 +155,13 @@ def start(run_dir: Path) -> None:
     kubeconfig = run_dir / controlplane.ADMIN_KUBECONFIG
     with KubeApi.from_kubeconfig(kubeconfig) as api:
         install_crds(api)
+    # Sessions sharing a run directory start it once: two schedulers of one name would each bind half a gang.
+    with (run_dir / f"{PROCESS}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _start_missing(run_dir, kubeconfig, scheduler, controller)
+
+
+def _start_missing(run_dir: Path, kubeconfig: Path, scheduler: Path, controller: Path) -> None:
     if not _running(run_dir, PROCESS):
         directory = run_dir / PROCESS
         directory.mkdir(parents=True, exist_ok=True)
