@@ -86,7 +86,7 @@ podman: image-tools
 # Replicas in containers (tests/containers): the images the tests run are built first (each skipped when its
 # recipe is unchanged); where podman cannot run them, every test is skipped with the reason.
 test-containers: $(EXAMPLES_STAMP) podman
-	[ "$$(id -u)" != 0 ] || $(PYTHON) tools/images/build.py python pytorch xgboost
+	[ "$$(id -u)" != 0 ] || $(PYTHON) tools/images/build.py python pytorch xgboost mpi
 	$(PYTEST) tests/containers -q -rs
 
 # helm, built from the module proxy like envtest (tools/helm pins it), cached in ~/.cache/kubetrain/helm/<version>/.

@@ -1,7 +1,7 @@
 """Helpers for the containers tier: whether podman works here, the images, and the engine's view.
 
 The tier needs a working podman (``make podman``) and the examples' images, built into podman's storage
-by ``python tools/images/build.py python pytorch xgboost`` (``make test-containers`` does both). Where
+by ``python tools/images/build.py python pytorch xgboost mpi`` (``make test-containers`` does both). Where
 either is missing, every test is skipped with the reason.
 """
 
@@ -15,7 +15,8 @@ from collections.abc import Callable
 PYTHON_IMAGE = "localhost/kubetrain/python:3.11-bookworm"
 PYTORCH_IMAGE = "localhost/kubetrain/pytorch:2.13.0"
 XGBOOST_IMAGE = "localhost/kubetrain/xgboost:3.2.0"
-IMAGES = (PYTHON_IMAGE, PYTORCH_IMAGE, XGBOOST_IMAGE)
+MPI_IMAGE = "localhost/kubetrain/mpi:openmpi-mpi4py4.1.2"
+IMAGES = (PYTHON_IMAGE, PYTORCH_IMAGE, XGBOOST_IMAGE, MPI_IMAGE)
 JOB_LABEL = "kubetrain.io/local-job"
 
 
@@ -32,7 +33,7 @@ def why_podman_cannot_run() -> str | None:
         return f"podman info fails: {(info.stderr or info.stdout).strip().splitlines()[-1:]}"
     missing = [image for image in IMAGES if podman("image", "exists", image).returncode != 0]
     if missing:
-        return f"images not built: {', '.join(missing)} (python tools/images/build.py python pytorch xgboost)"
+        return f"images not built: {', '.join(missing)} (make test-containers builds them)"
     probe = podman("run", "--rm", "--network", "none", PYTHON_IMAGE, "python", "-c", "print('ok')")
     if probe.returncode != 0 or probe.stdout.strip() != "ok":
         return f"podman cannot run a container here: {(probe.stderr or probe.stdout).strip()[-300:]}"

@@ -6,14 +6,17 @@ hold ``examples/`` in their working directory, as ``tools/images/build.py`` buil
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from containers.container_env import (
+    MPI_IMAGE,
     PYTHON_IMAGE,
     containers_of,
     network_exists,
@@ -95,6 +98,34 @@ def test_the_xgboost_example_trains_in_its_image_with_the_tracker_on_the_masters
 
     assert succeeded(run), run.stderr[-3000:]
     assert any(line.startswith("rank 2 logloss") for line in run.lines_of("worker-1")), run.stdout[-2000:]
+
+
+def test_the_mpi_example_allreduces_over_every_rank_by_mpirun_over_ssh_into_the_worker_containers(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    manifest = yaml.safe_load((REPO / "examples/mpi/job.yaml").read_text())
+    for replica in manifest["spec"]["mpiReplicaSpecs"].values():
+        replica["template"]["spec"]["containers"][0]["image"] = MPI_IMAGE
+
+    run = kubetrain_run(write_manifest(tmp_path, manifest), state_dir, extra=PODMAN)
+
+    assert succeeded(run), run.stderr[-3000:]
+    logs = subprocess.run(
+        [KUBETRAIN, "logs", "mpi-allreduce", "--local", "--state-dir", str(state_dir)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    ranks = re.findall(
+        r"^launcher \| rank (\d) of 4 on (\S+): allreduce of ranks = 6 \(expected 6\)$", logs, re.M
+    )
+    # Two slots per worker: ranks 0-1 in worker-0, 2-3 in worker-1, reached by their Kubernetes names.
+    assert sorted(ranks) == [
+        ("0", "mpi-allreduce-worker-0"),
+        ("1", "mpi-allreduce-worker-0"),
+        ("2", "mpi-allreduce-worker-1"),
+        ("3", "mpi-allreduce-worker-1"),
+    ], logs
 
 
 def test_a_replica_failing_under_on_failure_is_restarted_in_place_and_keeps_its_empty_dir(

@@ -273,6 +273,29 @@ class PodDecoration:
     """Used when the template names no service account."""
 
 
+def decorate_pod_spec(spec: dict[str, Any], decoration: PodDecoration) -> None:
+    """Add ``decoration`` to a pod spec in place: what both the operator's pods and local containers get."""
+    containers = spec.get("containers") or [{}]
+    main = containers[0]
+    if decoration.default_command and not main.get("command") and not main.get("args"):
+        main["command"] = list(decoration.default_command)
+    if decoration.main_volume_mounts:
+        main["volumeMounts"] = [*(main.get("volumeMounts") or []), *decoration.main_volume_mounts]
+    if decoration.volumes:
+        spec["volumes"] = [*(spec.get("volumes") or []), *decoration.volumes]
+    if decoration.hostname:
+        spec["hostname"] = decoration.hostname
+    if decoration.subdomain:
+        spec["subdomain"] = decoration.subdomain
+        if spec.get("hostNetwork"):
+            spec["dnsPolicy"] = "ClusterFirstWithHostNet"
+    if decoration.dns_searches:
+        dns = spec.setdefault("dnsConfig", {})
+        dns["searches"] = [*(dns.get("searches") or []), *decoration.dns_searches]
+    if decoration.service_account_name and not spec.get("serviceAccountName"):
+        spec["serviceAccountName"] = decoration.service_account_name
+
+
 class InitContainerTemplate(Protocol):
     """The PyTorch workers' init containers from a user's template (its values filled in per job)."""
 

@@ -17,7 +17,7 @@ from kubetrain.engine.gang import VOLCANO
 from kubetrain.engine.planning import replica_count
 from kubetrain.engine.types import ReplicaPlan
 from kubetrain.frameworks.addressing import Addressing
-from kubetrain.frameworks.base import Framework, InitSettings, PodDecoration
+from kubetrain.frameworks.base import Framework, InitSettings, decorate_pod_spec
 from kubetrain.frameworks.labels import (
     APP_LABEL,
     JOB_NAME_LABEL,
@@ -110,34 +110,12 @@ def render_pod(
     init = framework.init_containers(job, plan.replica_type, plan.index, addressing, settings.init)
     if init:
         spec["initContainers"] = [*(spec.get("initContainers") or []), *init]
-    _decorate(spec, framework.pod_decoration(job, plan.replica_type, plan.index))
+    decorate_pod_spec(spec, framework.pod_decoration(job, plan.replica_type, plan.index))
     pod: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
     scheduler_kept = (
         _gang_decoration(pod, job, plan, settings, framework) if settings.gang_scheduler else True
     )
     return RenderedPod(pod, scheduler_kept)
-
-
-def _decorate(spec: dict[str, Any], decoration: PodDecoration) -> None:
-    containers = spec.get("containers") or [{}]
-    main = containers[0]
-    if decoration.default_command and not main.get("command") and not main.get("args"):
-        main["command"] = list(decoration.default_command)
-    if decoration.main_volume_mounts:
-        main["volumeMounts"] = [*(main.get("volumeMounts") or []), *decoration.main_volume_mounts]
-    if decoration.volumes:
-        spec["volumes"] = [*(spec.get("volumes") or []), *decoration.volumes]
-    if decoration.hostname:
-        spec["hostname"] = decoration.hostname
-    if decoration.subdomain:
-        spec["subdomain"] = decoration.subdomain
-        if spec.get("hostNetwork"):
-            spec["dnsPolicy"] = "ClusterFirstWithHostNet"
-    if decoration.dns_searches:
-        dns = spec.setdefault("dnsConfig", {})
-        dns["searches"] = [*(dns.get("searches") or []), *decoration.dns_searches]
-    if decoration.service_account_name and not spec.get("serviceAccountName"):
-        spec["serviceAccountName"] = decoration.service_account_name
 
 
 def as_batch_job(job: TrainingJob, pod: dict[str, Any]) -> dict[str, Any]:

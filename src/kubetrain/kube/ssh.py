@@ -1,8 +1,7 @@
 """The SSH key pair of an MPIJob v2beta1's ``<job>-ssh`` Secret (§2.8).
 
-A fresh ECDSA P-521 pair per job, as mpi-operator makes: the private key as a PEM ``EC PRIVATE KEY``,
-the public key as an OpenSSH ``authorized_keys`` line. The private key only ever goes into the Secret's
-data; nothing here logs it.
+The pair is ``frameworks/ssh_keys.py``'s (a container run generates the same for its Secret volumes);
+here it goes into the Secret's data, and nowhere else: nothing here logs it.
 """
 
 from __future__ import annotations
@@ -11,25 +10,9 @@ import base64
 from collections.abc import Mapping
 from typing import Any
 
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from kubetrain.frameworks.ssh_keys import KEY_SET, PRIVATE_KEY, PUBLIC_KEY, SSH_AUTH_TYPE, new_key_pair
 
-SSH_AUTH_TYPE = "kubernetes.io/ssh-auth"
-PRIVATE_KEY = "ssh-privatekey"
-PUBLIC_KEY = "ssh-publickey"
-KEY_SET = frozenset({PRIVATE_KEY, PUBLIC_KEY})
-
-
-def new_key_pair() -> dict[str, bytes]:
-    """``ssh-privatekey`` and ``ssh-publickey`` of a freshly generated ECDSA P-521 key."""
-    key = ec.generate_private_key(ec.SECP521R1())
-    private = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.TraditionalOpenSSL,
-        serialization.NoEncryption(),
-    )
-    public = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
-    return {PRIVATE_KEY: private, PUBLIC_KEY: public}
+__all__ = ["KEY_SET", "PRIVATE_KEY", "PUBLIC_KEY", "SSH_AUTH_TYPE", "needs_keys", "new_key_pair", "with_keys"]
 
 
 def needs_keys(secret: Mapping[str, Any]) -> bool:

@@ -9,8 +9,11 @@ What the cluster would give the pod around it is rebuilt from the engine's own p
   by every DNS name the cluster would give it (``<pod>``, ``<pod>.<job>`` for the job's subdomain,
   ``<pod>.<namespace>.svc`` for its headless service), so MASTER_ADDR, TF_CONFIG and PET_* carry
   the cluster's values;
+- the framework's pod decoration, as the operator adds it (MPI v2beta1: the SSH key Secret volume, the
+  hostfile ConfigMap, the workers' ``sshd`` command);
 - volumes: ``emptyDir`` a directory per replica, ``hostPath`` a bind mount, the framework's generated
-  ConfigMap (the MPI hostfile) the run's copy of it;
+  ConfigMap (the MPI hostfile) the run's copy of it, the job's generated Secret (the MPI SSH keys) its
+  keys written as files with the volume's modes, mounted read-only as the kubelet mounts a Secret;
 - ``resources.limits`` cpu and memory as ``--cpus``/``--memory``, ``nvidia.com/gpu`` as the devices the
   runner assigned (CDI names for podman, ``--gpus`` for docker);
 - ``imagePullPolicy`` as ``--pull``, with Kubernetes' default (``Always`` for ``:latest`` or no tag).
@@ -68,6 +71,15 @@ class Mount:
 
 
 @dataclass(frozen=True)
+class VolumeFile:
+    """A file the run writes before the container starts (a Secret volume's key), with its mode."""
+
+    path: str
+    content: bytes = field(repr=False)
+    mode: int
+
+
+@dataclass(frozen=True)
 class ContainerRun:
     """One replica's container, everything ``run_argv`` needs."""
 
@@ -90,6 +102,8 @@ class ContainerRun:
     mounts: tuple[Mount, ...] = ()
     emptydirs: tuple[str, ...] = ()
     """Host directories the run must create before the container starts (``emptyDir`` sources)."""
+    files: tuple[VolumeFile, ...] = ()
+    """Files the run must write before the container starts, in directories of their own."""
     cpus: str | None = None
     memory: int | None = None
     gpus: tuple[str, ...] = ()
@@ -171,12 +185,14 @@ def container_run(
     labels: Mapping[str, str],
     volumes_dir: Path,
     config_mount: tuple[str, Path] | None = None,
+    secrets: Mapping[str, Mapping[str, bytes]] | None = None,
     gpus: Sequence[str] = (),
 ) -> ContainerRun:
     """The container for ``plan``; raises ``InvalidJobError`` for what has no local equivalent.
 
     ``volumes_dir`` is the run's directory for per-replica ``emptyDir`` volumes; ``config_mount`` is
-    the framework's generated ConfigMap (mount path, the run's directory holding its files).
+    the framework's generated ConfigMap (mount path, the run's directory holding its files);
+    ``secrets`` the job's generated Secrets' data by name (the MPI SSH keys).
     """
     position, container = main_container(plan)
     path = f"{job.replica_specs_path}.{plan.replica_type}.template.spec.containers[{position}]"
@@ -188,7 +204,9 @@ def container_run(
     if not image:
         errors.append(FieldError(f"{path}.image", "required to run in a container"))
     replica = short_name(plan.replica_type, plan.index)
-    mounts, emptydirs = _mounts(plan, container, path, volumes_dir / replica, config_mount, errors)
+    mounts, emptydirs, files = _mounts(
+        plan, container, path, volumes_dir / replica, config_mount, secrets or {}, errors
+    )
     limits = (container.get("resources") or {}).get("limits") or {}
     cpus = memory = None
     try:
@@ -214,6 +232,7 @@ def container_run(
         labels={**plan.labels, **labels, REPLICA_LABEL: replica},
         mounts=mounts,
         emptydirs=emptydirs,
+        files=files,
         cpus=cpus,
         memory=memory,
         gpus=tuple(gpus),
@@ -227,8 +246,9 @@ def _mounts(
     path: str,
     replica_volumes: Path,
     config_mount: tuple[str, Path] | None,
+    secrets: Mapping[str, Mapping[str, bytes]],
     errors: list[FieldError],
-) -> tuple[tuple[Mount, ...], tuple[str, ...]]:
+) -> tuple[tuple[Mount, ...], tuple[str, ...], tuple[VolumeFile, ...]]:
     volumes_path = f"{path.rsplit('.containers[', 1)[0]}.volumes"
     volumes = {
         str(v.get("name")): (i, v)
@@ -236,6 +256,7 @@ def _mounts(
     }
     mounts: list[Mount] = []
     emptydirs: list[str] = []
+    files: list[VolumeFile] = []
     for position, mount in enumerate(container.get("volumeMounts") or []):
         name = str(mount.get("name", ""))
         target = str(mount.get("mountPath", ""))
@@ -254,6 +275,10 @@ def _mounts(
         elif config_mount is not None and target.rstrip("/") == config_mount[0].rstrip("/"):
             # The framework's own ConfigMap (MPI hostfile): the run writes the same files.
             source, read_only = str(config_mount[1]), True
+        elif str((volume.get("secret") or {}).get("secretName")) in secrets:
+            source, read_only = str(replica_volumes / name), True
+            secret = volume["secret"]
+            files += _secret_files(secret, secrets[str(secret["secretName"])], Path(source))
         else:
             kinds = ", ".join(sorted(k for k in volume if k != "name")) or "this volume"
             errors.append(
@@ -266,7 +291,26 @@ def _mounts(
         if sub_path:
             source = f"{source.rstrip('/')}/{sub_path}"
         mounts.append(Mount(source, target, read_only))
-    return tuple(mounts), tuple(emptydirs)
+    return tuple(mounts), tuple(emptydirs), tuple(files)
+
+
+DEFAULT_SECRET_MODE = 0o644
+"""A Secret volume's files without ``defaultMode`` or an item ``mode``, as the API server defaults them."""
+
+
+def _secret_files(secret: Mapping[str, Any], data: Mapping[str, bytes], directory: Path) -> list[VolumeFile]:
+    """The files a Secret volume holds: its ``items`` (or every key), each with its mode."""
+    default_mode = int(secret.get("defaultMode", DEFAULT_SECRET_MODE))
+    items = secret.get("items") or [{"key": key, "path": key} for key in sorted(data)]
+    return [
+        VolumeFile(
+            str(directory / str(item["path"])),
+            data[str(item["key"])],
+            int(item.get("mode", default_mode)),
+        )
+        for item in items
+        if str(item.get("key")) in data
+    ]
 
 
 def run_argv(engine: Engine, binary: str, run: ContainerRun) -> list[str]:

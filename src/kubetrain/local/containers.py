@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import math
 import os
 import shutil
@@ -31,12 +32,14 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kubetrain.api.jobs import TrainingJob
-from kubetrain.engine.types import Traits
+from kubetrain.engine.types import ReplicaPlan, Traits
 from kubetrain.frameworks.addressing import Addressing, ClusterAddressing
+from kubetrain.frameworks.base import decorate_pod_spec
+from kubetrain.frameworks.ssh_keys import SSH_AUTH_TYPE, new_key_pair
 from kubetrain.local.container_run import (
     JOB_LABEL,
     RUN_ID_LABEL,
@@ -284,6 +287,7 @@ class ContainerSubstrate:
             for directory in run.emptydirs:
                 shutil.rmtree(directory, ignore_errors=True)
                 Path(directory).mkdir(parents=True)
+        write_volume_files(self.runs.values())
 
     def _start_reaper(self) -> None:
         self._reaper = subprocess.Popen(
@@ -355,18 +359,53 @@ def plan_containers(
     """Every replica's container, in plan order; raises ``InvalidJobError`` for what cannot run."""
     mount = context.framework.config_mount_path
     config_mount = (mount, context.directory.config_dir) if context.config_files and mount else None
+    secrets = generated_secrets(context)
     runs = {}
     for key, plan in context.plans.items():
         run = container_run(
-            plan,
+            decorated(plan, context),
             context.job,
             labels=labels,
             volumes_dir=context.directory.root / "volumes",
             config_mount=config_mount,
+            secrets=secrets,
             gpus=gpus.get(f"{key[0].lower()}-{key[1]}", ()),
         )
         runs[key] = run
     return runs
+
+
+def decorated(plan: ReplicaPlan, context: RunContext) -> ReplicaPlan:
+    """``plan`` with the framework's pod decoration, as the operator renders the pod (MPI: SSH keys,
+    hostfile, the workers' sshd command)."""
+    template = copy.deepcopy(plan.template)
+    spec = template.setdefault("spec", {})
+    decorate_pod_spec(spec, context.framework.pod_decoration(context.job, plan.replica_type, plan.index))
+    return replace(plan, template=template)
+
+
+def generated_secrets(context: RunContext) -> dict[str, dict[str, bytes]]:
+    """The data of the Secrets the operator would generate for the job (MPI v2beta1's SSH key pair)."""
+    return {
+        str(obj["metadata"]["name"]): new_key_pair()
+        for obj in context.framework.companion_objects(context.job)
+        if obj.get("kind") == "Secret" and obj.get("type") == SSH_AUTH_TYPE
+    }
+
+
+def write_volume_files(runs: Iterable[ContainerRun]) -> None:
+    """Every replica's Secret volume files, in fresh directories, with the volume's modes."""
+    files = [f for run in runs for f in run.files]
+    for directory in {Path(f.path).parent for f in files}:
+        shutil.rmtree(directory, ignore_errors=True)
+    for file in files:
+        path = Path(file.path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # Created with its mode, so the private key is never readable by others, even for a moment.
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, file.mode)
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(file.content)
+        path.chmod(file.mode)  # the umask may have narrowed what os.open set
 
 
 def ensure_images(engine: ContainerEngine, runs: Iterable[ContainerRun]) -> None:

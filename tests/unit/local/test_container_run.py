@@ -194,6 +194,41 @@ def test_the_frameworks_config_map_is_the_runs_copy_and_any_other_is_an_error() 
     )
 
 
+def test_the_jobs_generated_secret_is_its_keys_as_files_with_the_volumes_modes_mounted_read_only() -> None:
+    secret = {
+        "secretName": "ddp-ssh",
+        "defaultMode": 0o600,
+        "items": [
+            {"key": "ssh-privatekey", "path": "id_rsa"},
+            {"key": "ssh-publickey", "path": "id_rsa.pub", "mode": 0o644},
+        ],
+    }
+    the_job = with_volumes(
+        ddp(), [{"name": "keys", "secret": secret}], [{"name": "keys", "mountPath": "/root/.ssh"}]
+    )
+    data = {"ssh-privatekey": b"private", "ssh-publickey": b"public"}
+
+    run = run_of(the_job, secrets={"ddp-ssh": data})
+
+    assert [(m.source, m.target, m.read_only) for m in run.mounts] == [
+        ("/state/ddp/volumes/worker-0/keys", "/root/.ssh", True)
+    ]
+    assert [(f.path, f.content, oct(f.mode)) for f in run.files] == [
+        ("/state/ddp/volumes/worker-0/keys/id_rsa", b"private", "0o600"),
+        ("/state/ddp/volumes/worker-0/keys/id_rsa.pub", b"public", "0o644"),
+    ]
+
+
+def test_a_secret_the_job_does_not_generate_has_no_local_equivalent() -> None:
+    volumes = [{"name": "token", "secret": {"secretName": "team-token"}}]
+    the_job = with_volumes(ddp(), volumes, [{"name": "token", "mountPath": "/var/run/token"}])
+    with pytest.raises(InvalidJobError) as raised:
+        run_of(the_job, secrets={"ddp-ssh": {"ssh-privatekey": b"private"}})
+    assert "spec.pytorchReplicaSpecs.Worker.template.spec.volumes[0]: secret has no local equivalent" in str(
+        raised.value
+    )
+
+
 def test_plan_with_a_container_runtime_shows_each_replicas_run_line() -> None:
     manifest = Path(__file__).resolve().parents[3] / "examples" / "pytorch-ddp" / "job.yaml"
     result = cli_runner().invoke(
@@ -208,3 +243,16 @@ def test_plan_with_a_container_runtime_shows_each_replicas_run_line() -> None:
         "--entrypoint python localhost/kubetrain/pytorch:2.13.0 examples/pytorch-ddp/train_ddp.py --steps 60 "
         "--checkpoint-dir .state/checkpoints/pytorch-ddp"
     )
+
+
+def test_an_mpi_v2_container_gets_the_pod_decoration_the_operator_adds_ssh_keys_hostfile_and_sshd() -> None:
+    manifest = Path(__file__).resolve().parents[3] / "examples" / "mpi" / "job.yaml"
+    result = cli_runner().invoke(
+        app, ["plan", str(manifest), "-t", "local", "--runtime", "podman", "-o", "json"]
+    )
+    assert result.exit_code == 0, result.output
+    by_replica = {r["replica"]: r for r in json.loads(result.output)}
+    assert by_replica["worker-0"]["command"] == ["/usr/sbin/sshd", "-De"]
+    assert "/ssh-auth:/root/.ssh:ro" in by_replica["worker-0"]["run"]
+    assert "/config:/etc/mpi:ro" in by_replica["launcher-0"]["run"]
+    assert "/ssh-auth:/root/.ssh:ro" in by_replica["launcher-0"]["run"]
