@@ -41,3 +41,8 @@ def test_get_local_imports_no_cluster_stack(tmp_path: Path) -> None:
     loaded = modules_after(["get", "--local"], tmp_path)
     assert "kubetrain.cli.get" in loaded
     assert loaded.isdisjoint(CLUSTER_STACK)
+
+
+def test_get_local_imports_neither_the_container_runtime_nor_the_key_generator(tmp_path: Path) -> None:
+    loaded = modules_after(["get", "--local"], tmp_path)
+    assert loaded.isdisjoint(["kubetrain.local.containers", "cryptography"])

@@ -27,7 +27,6 @@ from kubetrain.api.jobs import TrainingJob
 from kubetrain.api.manifest import parse_job
 from kubetrain.engine.admission import admit
 from kubetrain.frameworks.registry import framework_for
-from kubetrain.local.containers import remove_job_containers
 from kubetrain.local.state import ReplicaRecord, RunDirectory, RunRecord, default_state_dir, list_runs
 from kubetrain.local.substrate import Runtime
 from kubetrain.sdk.backends.base import JobEvent, LogLine
@@ -159,6 +158,9 @@ class LocalBackend:
         self._stop(directory)
         record = directory.read()
         if record is not None:
+            # Imported here: the container runtime's modules are for runs and deletes, not every listing.
+            from kubetrain.local.containers import remove_job_containers
+
             remove_job_containers(record.runtime, name)
         shutil.rmtree(directory.root, ignore_errors=True)
 
