@@ -332,12 +332,21 @@ def load_into_containerd(name: str, socket: str) -> None:
         return
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kubetrain-image-") as scratch:
-        archive = Path(scratch) / f"{name}.tar"
+        layout = Path(scratch) / name
         # Uncompressed: gzip of a multi-GB layer on 2 cores took most of the time (pytorch: 515 s compressed).
-        save = ["podman", "save", "--quiet", "--uncompressed", "--format", "oci-archive", "-o", str(archive)]
+        # An OCI directory streamed into ctr as a tar, not an oci-archive: podman stages each blob in
+        # /var/tmp before adding it to an archive, so the archive needed twice the image's size on disk
+        # (the PyTorch image's save failed with "no space left on device" where the directory fits).
+        save = ["podman", "save", "--quiet", "--uncompressed", "--format", "oci-dir", "-o", str(layout)]
         saved = _run([*save, recipe.reference])
         _check(saved, f"podman save of {recipe.reference}")
-        _check(_run(_ctr(socket, "images", "import", str(archive)), stdout=subprocess.DEVNULL), "ctr import")
+        tar = subprocess.Popen(["tar", "-C", str(layout), "-cf", "-", "."], stdout=subprocess.PIPE)
+        imported = _run(_ctr(socket, "images", "import", "-"), stdin=tar.stdout, stdout=subprocess.DEVNULL)
+        assert tar.stdout is not None
+        tar.stdout.close()
+        _check(imported, "ctr import")
+        if tar.wait() != 0:
+            raise SystemExit(f"tar of {layout} failed (exit {tar.returncode})")
     _check(
         _run(
             _ctr(socket, "images", "label", recipe.reference, f"{RECIPE_LABEL}={digest}"),
