@@ -11,7 +11,7 @@ PYTEST := $(BIN)/pytest
 
 .PHONY: help install run test lint test-unit test-local test-cluster envtest-build helm-build manifests docs clean \
 	image images image-tools test-images node-packages test-e2e
-.PHONY: podman test-containers
+.PHONY: podman docker test-containers
 
 help:
 	@echo "make run   - train the example PyTorch DDP job locally (1 master + 2 workers)"
@@ -84,10 +84,20 @@ podman: image-tools
 	[ "$$(id -u)" != 0 ] || sh tools/containers/setup.sh
 
 # Replicas in containers (tests/containers): the images the tests run are built first (each skipped when its
-# recipe is unchanged); where podman cannot run them, every test is skipped with the reason.
+# recipe is unchanged), and copied into docker's storage where docker runs (`make docker`); where an engine
+# cannot run them, its tests are skipped with the reason.
+CONTAINER_TEST_IMAGES = localhost/kubetrain/python:3.11-bookworm localhost/kubetrain/pytorch:2.13.0 \
+	localhost/kubetrain/xgboost:3.2.0 localhost/kubetrain/mpi:openmpi-mpi4py4.1.2
 test-containers: $(EXAMPLES_STAMP) podman
 	[ "$$(id -u)" != 0 ] || $(PYTHON) tools/images/build.py python pytorch xgboost mpi
+	! docker info >/dev/null 2>&1 || sh tools/containers/docker-load.sh $(CONTAINER_TEST_IMAGES)
 	$(PYTEST) tests/containers -q -rs
+
+# Docker for `kubetrain run --runtime docker` (tools/containers/docker-setup.sh): Debian's docker.io and a
+# daemon with "iptables": false, so it leaves the host's FORWARD policy and chains (a real node's bridge,
+# podman's networks) alone. Not part of `make test`: where docker is absent its tests are skipped, saying so.
+docker:
+	[ "$$(id -u)" != 0 ] || sh tools/containers/docker-setup.sh
 
 # helm, built from the module proxy like envtest (tools/helm pins it), cached in ~/.cache/kubetrain/helm/<version>/.
 helm-build: $(STAMP)

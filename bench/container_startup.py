@@ -1,4 +1,4 @@
-"""Start-to-rendezvous time of ``kubetrain run --runtime podman`` against ``--runtime process``.
+"""Start-to-rendezvous time of ``kubetrain run --runtime podman|docker`` against ``--runtime process``.
 
 Runs ``examples/pytorch-ddp/job.yaml`` unchanged (1 master + 2 workers) with each runtime, alternately, in
 the same run: the clock starts when ``kubetrain run`` is launched and stops when the last of the 3 ranks
@@ -7,11 +7,12 @@ has printed ``rank r/3 joined the process group``, which the example prints righ
 interrupted (Ctrl-C), so training time is not part of the number. With podman the ranks resolve
 ``pytorch-ddp-master-0`` through the job network's DNS; with processes they meet on 127.0.0.1.
 
-Needs podman and ``python tools/images/build.py pytorch`` (``make test-containers`` builds it).
+Needs podman and ``python tools/images/build.py pytorch`` (``make test-containers`` builds it); for
+docker, ``make docker`` and the image in docker's storage (``tools/containers/docker-load.sh``).
 
 Usage::
 
-    .venv/bin/python bench/container_startup.py [--runs 3] [--markdown]
+    .venv/bin/python bench/container_startup.py [--runs 3] [--markdown] [--runtime process --runtime docker]
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ MANIFEST = REPO / "examples" / "pytorch-ddp" / "job.yaml"
 RANKS = 3
 JOINED = "joined the process group"
 RUNTIMES = ("process", "podman")
+"""The default comparison; ``--runtime`` names others (each is compared with the first)."""
 
 
 def time_to_rendezvous(runtime: str, state_dir: Path) -> float:
@@ -78,22 +80,31 @@ def main() -> int:
     )
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--markdown", action="store_true", help="Print a table row for docs/benchmarks.md.")
+    parser.add_argument(
+        "--runtime", action="append", choices=("process", "podman", "docker"), dest="runtimes"
+    )
     args = parser.parse_args()
-    times: dict[str, list[float]] = {runtime: [] for runtime in RUNTIMES}
+    runtimes: tuple[str, ...] = tuple(args.runtimes or RUNTIMES)
+    times: dict[str, list[float]] = {runtime: [] for runtime in runtimes}
     with tempfile.TemporaryDirectory() as scratch:
         for _ in range(args.runs):
-            for runtime in RUNTIMES:
+            for runtime in runtimes:
                 times[runtime].append(time_to_rendezvous(runtime, Path(scratch)))
                 print(f"{runtime}: {times[runtime][-1]:.2f} s", file=sys.stderr)
     load = os.getloadavg()[0]
-    process, podman = (statistics.median(times[r]) for r in RUNTIMES)
+    medians = {runtime: statistics.median(times[runtime]) for runtime in runtimes}
+    base = runtimes[0]
     if args.markdown:
-        print("| ranks | runs | --runtime process (median) | --runtime podman (median) | difference | load |")
-        print("|---|---|---|---|---|---|")
-        difference = f"{podman - process:+.2f} s"
-        print(f"| {RANKS} | {args.runs} | {process:.2f} s | {podman:.2f} s | {difference} | {load:.1f} |")
+        others = runtimes[1:]
+        columns = [f"--runtime {r} (median)" for r in runtimes] + [f"{r} - {base}" for r in others]
+        print(f"| ranks | runs | {' | '.join(columns)} | load |")
+        print("|" + "---|" * (len(columns) + 3))
+        cells = [f"{medians[r]:.2f} s" for r in runtimes] + [
+            f"{medians[r] - medians[base]:+.2f} s" for r in others
+        ]
+        print(f"| {RANKS} | {args.runs} | {' | '.join(cells)} | {load:.1f} |")
     else:
-        for runtime in RUNTIMES:
+        for runtime in runtimes:
             spread = ", ".join(f"{t:.2f}" for t in times[runtime])
             print(f"{runtime}: median {statistics.median(times[runtime]):.2f} s ({spread})")
         print(f"load average {load:.1f}")

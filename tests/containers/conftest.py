@@ -1,29 +1,47 @@
-"""Fixtures of the containers tier: skipped, with the reason, where podman cannot run the images."""
+"""Fixtures of the containers tier: each engine's tests, skipped with the reason where it cannot run."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 
 import pytest
 
-from containers.container_env import why_podman_cannot_run
+from containers.container_env import why_engine_cannot_run
 from kubetrain.local.containers import remove_job_containers
 
 
-@pytest.fixture(scope="session")
+@cache
+def _why_not(binary: str) -> str | None:
+    return why_engine_cannot_run(binary)
+
+
+@pytest.fixture(params=["podman", "docker"])
+def runtime(request: pytest.FixtureRequest) -> str:
+    """The engine a test runs its job under (``--runtime``)."""
+    binary = str(request.param)
+    reason = _why_not(binary)
+    if reason is not None:
+        pytest.skip(f"containers tier under {binary} skipped: {reason}")
+    return binary
+
+
+@pytest.fixture
 def podman_works() -> None:
-    reason = why_podman_cannot_run()
+    reason = _why_not("podman")
     if reason is not None:
         pytest.skip(f"containers tier skipped: {reason}")
 
 
 @pytest.fixture
-def state_dir(tmp_path: Path, podman_works: None) -> Iterator[Path]:
+def state_dir(tmp_path: Path) -> Iterator[Path]:
     """A state directory; afterwards, the containers and networks its runs kept are removed."""
     directory = tmp_path / "state"
     directory.mkdir()
     yield directory
     for run in directory.iterdir():
         if run.is_dir():
-            remove_job_containers("podman", run.name)
+            for binary in ("podman", "docker"):
+                if _why_not(binary) is None:
+                    remove_job_containers(binary, run.name)

@@ -1,8 +1,10 @@
-"""Helpers for the containers tier: whether podman works here, the images, and the engine's view.
+"""Helpers for the containers tier: whether an engine works here, the images, and the engine's view.
 
-The tier needs a working podman (``make podman``) and the examples' images, built into podman's storage
-by ``python tools/images/build.py python pytorch xgboost mpi`` (``make test-containers`` does both). Where
-either is missing, every test is skipped with the reason.
+The tier runs under podman (``make podman``) and, where it is installed, docker (``make docker``). The
+examples' images are built into podman's storage by ``python tools/images/build.py python pytorch xgboost
+mpi`` and copied into docker's by ``tools/containers/docker-load.sh`` (``make test-containers`` does all
+of it). Where an engine cannot run, each of its tests is skipped with the reason; where it lacks an
+image a test needs, that test is skipped naming the image.
 """
 
 from __future__ import annotations
@@ -12,47 +14,70 @@ import subprocess
 import time
 from collections.abc import Callable
 
+import pytest
+
 PYTHON_IMAGE = "localhost/kubetrain/python:3.11-bookworm"
 PYTORCH_IMAGE = "localhost/kubetrain/pytorch:2.13.0"
 XGBOOST_IMAGE = "localhost/kubetrain/xgboost:3.2.0"
 MPI_IMAGE = "localhost/kubetrain/mpi:openmpi-mpi4py4.1.2"
 IMAGES = (PYTHON_IMAGE, PYTORCH_IMAGE, XGBOOST_IMAGE, MPI_IMAGE)
+ENGINES = ("podman", "docker")
 JOB_LABEL = "kubetrain.io/local-job"
+SETUP = {"podman": "make podman", "docker": "make docker"}
+
+
+def engine(binary: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([binary, *args], capture_output=True, text=True, timeout=timeout, check=False)
 
 
 def podman(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["podman", *args], capture_output=True, text=True, timeout=timeout, check=False)
+    return engine("podman", *args, timeout=timeout)
 
 
-def why_podman_cannot_run() -> str | None:
-    """None when podman answers, has the tier's images and can run a container; otherwise why not."""
-    if shutil.which("podman") is None:
-        return "podman is not installed (make podman installs it)"
-    info = podman("info")
+def why_engine_cannot_run(binary: str) -> str | None:
+    """None when ``binary`` answers and can run a container of the Python image; otherwise why not."""
+    if shutil.which(binary) is None:
+        return f"{binary} is not installed ({SETUP[binary]} installs it)"
+    info = engine(binary, "info", timeout=60)
     if info.returncode != 0:
-        return f"podman info fails: {(info.stderr or info.stdout).strip().splitlines()[-1:]}"
-    missing = [image for image in IMAGES if podman("image", "exists", image).returncode != 0]
-    if missing:
-        return f"images not built: {', '.join(missing)} (make test-containers builds them)"
-    probe = podman("run", "--rm", "--network", "none", PYTHON_IMAGE, "python", "-c", "print('ok')")
+        return f"{binary} info fails: {(info.stderr or info.stdout).strip().splitlines()[-1:]}"
+    missing = why_image_missing(binary, PYTHON_IMAGE)
+    if missing is not None:
+        return missing
+    probe = engine(binary, "run", "--rm", "--network", "none", PYTHON_IMAGE, "python", "-c", "print('ok')")
     if probe.returncode != 0 or probe.stdout.strip() != "ok":
-        return f"podman cannot run a container here: {(probe.stderr or probe.stdout).strip()[-300:]}"
+        return f"{binary} cannot run a container here: {(probe.stderr or probe.stdout).strip()[-300:]}"
     return None
 
 
-def containers_of(job_name: str) -> list[str]:
+def why_image_missing(binary: str, image: str) -> str | None:
+    if engine(binary, "image", "inspect", image).returncode == 0:
+        return None
+    return f"{image} is not in {binary}'s storage (make test-containers builds and loads it)"
+
+
+def require_image(binary: str, image: str) -> None:
+    """Skip the test, naming the image, where the engine does not hold it."""
+    reason = why_image_missing(binary, image)
+    if reason is not None:
+        pytest.skip(reason)
+
+
+def containers_of(job_name: str, binary: str = "podman") -> list[str]:
     """Names of every container of the job's runs, running or not."""
-    listed = podman("ps", "--all", "--filter", f"label={JOB_LABEL}={job_name}", "--format", "{{.Names}}")
+    listed = engine(
+        binary, "ps", "--all", "--filter", f"label={JOB_LABEL}={job_name}", "--format", "{{.Names}}"
+    )
     return sorted(listed.stdout.split())
 
 
-def running_containers_of(job_name: str) -> list[str]:
-    listed = podman("ps", "--filter", f"label={JOB_LABEL}={job_name}", "--format", "{{.Names}}")
+def running_containers_of(job_name: str, binary: str = "podman") -> list[str]:
+    listed = engine(binary, "ps", "--filter", f"label={JOB_LABEL}={job_name}", "--format", "{{.Names}}")
     return sorted(listed.stdout.split())
 
 
-def network_exists(job_name: str) -> bool:
-    return podman("network", "exists", f"kubetrain-{job_name}").returncode == 0
+def network_exists(job_name: str, binary: str = "podman") -> bool:
+    return engine(binary, "network", "inspect", f"kubetrain-{job_name}").returncode == 0
 
 
 def wait_for(condition: Callable[[], bool], timeout: float = 90.0) -> None:

@@ -1,4 +1,7 @@
-"""``kubetrain run --runtime podman``: the examples train in their images, with the cluster's names and rules.
+"""``kubetrain run --runtime podman|docker``: the examples train in their images, with the cluster's rules.
+
+Every test runs under each engine (the ``runtime`` fixture), skipped with the reason where one cannot run;
+replicas resolve each other by their Kubernetes names.
 
 The examples' manifests run as written: their images (``localhost/kubetrain/pytorch``, ``.../xgboost``)
 hold ``examples/`` in their working directory, as ``tools/images/build.py`` builds them.
@@ -18,15 +21,17 @@ import yaml
 from containers.container_env import (
     MPI_IMAGE,
     PYTHON_IMAGE,
+    PYTORCH_IMAGE,
+    XGBOOST_IMAGE,
     containers_of,
     network_exists,
+    require_image,
     running_containers_of,
     wait_for,
 )
 from local.local_run import KUBETRAIN, REPO, Run, kubetrain_run, write_manifest
 
 pytestmark = [pytest.mark.containers, pytest.mark.slow]
-PODMAN = ("--runtime", "podman")
 
 
 def python_job(
@@ -62,9 +67,19 @@ def python_job(
     }
 
 
-def start(manifest: Path, state_dir: Path) -> subprocess.Popen[str]:
+def start(manifest: Path, state_dir: Path, runtime: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [KUBETRAIN, "run", str(manifest), "--state-dir", str(state_dir), "--grace-period", "5", *PODMAN],
+        [
+            KUBETRAIN,
+            "run",
+            str(manifest),
+            "--state-dir",
+            str(state_dir),
+            "--grace-period",
+            "5",
+            "--runtime",
+            runtime,
+        ],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -80,9 +95,10 @@ SLEEPER = "import time; print('up', flush=True); time.sleep(600)"
 
 
 def test_the_pytorch_ddp_example_trains_in_its_image_resolving_the_master_by_its_kubernetes_name(
-    tmp_path: Path, state_dir: Path
+    tmp_path: Path, state_dir: Path, runtime: str
 ) -> None:
-    run = kubetrain_run(REPO / "examples/pytorch-ddp/job.yaml", state_dir, extra=PODMAN)
+    require_image(runtime, PYTORCH_IMAGE)
+    run = kubetrain_run(REPO / "examples/pytorch-ddp/job.yaml", state_dir, extra=("--runtime", runtime))
 
     assert succeeded(run), run.stderr[-3000:]
     for replica, rank in (("master-0", 0), ("worker-0", 1), ("worker-1", 2)):
@@ -92,22 +108,24 @@ def test_the_pytorch_ddp_example_trains_in_its_image_resolving_the_master_by_its
 
 
 def test_the_xgboost_example_trains_in_its_image_with_the_tracker_on_the_masters_name(
-    tmp_path: Path, state_dir: Path
+    tmp_path: Path, state_dir: Path, runtime: str
 ) -> None:
-    run = kubetrain_run(REPO / "examples/xgboost/job.yaml", state_dir, extra=PODMAN)
+    require_image(runtime, XGBOOST_IMAGE)
+    run = kubetrain_run(REPO / "examples/xgboost/job.yaml", state_dir, extra=("--runtime", runtime))
 
     assert succeeded(run), run.stderr[-3000:]
     assert any(line.startswith("rank 2 logloss") for line in run.lines_of("worker-1")), run.stdout[-2000:]
 
 
 def test_the_mpi_example_allreduces_over_every_rank_by_mpirun_over_ssh_into_the_worker_containers(
-    tmp_path: Path, state_dir: Path
+    tmp_path: Path, state_dir: Path, runtime: str
 ) -> None:
+    require_image(runtime, MPI_IMAGE)
     manifest = yaml.safe_load((REPO / "examples/mpi/job.yaml").read_text())
     for replica in manifest["spec"]["mpiReplicaSpecs"].values():
         replica["template"]["spec"]["containers"][0]["image"] = MPI_IMAGE
 
-    run = kubetrain_run(write_manifest(tmp_path, manifest), state_dir, extra=PODMAN)
+    run = kubetrain_run(write_manifest(tmp_path, manifest), state_dir, extra=("--runtime", runtime))
 
     assert succeeded(run), run.stderr[-3000:]
     logs = subprocess.run(
@@ -129,7 +147,7 @@ def test_the_mpi_example_allreduces_over_every_rank_by_mpirun_over_ssh_into_the_
 
 
 def test_a_replica_failing_under_on_failure_is_restarted_in_place_and_keeps_its_empty_dir(
-    tmp_path: Path, state_dir: Path
+    tmp_path: Path, state_dir: Path, runtime: str
 ) -> None:
     code = (
         "import os, sys\n"
@@ -138,7 +156,7 @@ def test_a_replica_failing_under_on_failure_is_restarted_in_place_and_keeps_its_
     )
     manifest = write_manifest(tmp_path, python_job("retried", {"Master": (1, code)}, "OnFailure"))
 
-    run = kubetrain_run(manifest, state_dir, extra=PODMAN)
+    run = kubetrain_run(manifest, state_dir, extra=("--runtime", runtime))
 
     assert succeeded(run), run.stderr[-3000:]
     assert run.replica("master-0")["exit_codes"] == [3, 0]
@@ -146,44 +164,48 @@ def test_a_replica_failing_under_on_failure_is_restarted_in_place_and_keeps_its_
 
 
 def test_a_missing_image_fails_before_anything_starts_naming_the_replica_and_the_image(
-    tmp_path: Path, state_dir: Path
+    tmp_path: Path, state_dir: Path, runtime: str
 ) -> None:
     manifest = python_job("no-image", {"Master": (1, "pass")})
     container = manifest["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
     container.update(image="localhost/kubetrain/absent:1", imagePullPolicy="Never")
 
-    run = kubetrain_run(write_manifest(tmp_path, manifest), state_dir, extra=PODMAN)
+    run = kubetrain_run(write_manifest(tmp_path, manifest), state_dir, extra=("--runtime", runtime))
 
     assert run.returncode == 1
     assert "image localhost/kubetrain/absent:1 for master-0" in run.stderr
-    assert containers_of("no-image") == []
+    assert containers_of("no-image", runtime) == []
 
 
-def test_ctrl_c_removes_every_container_and_the_network(tmp_path: Path, state_dir: Path) -> None:
+def test_ctrl_c_removes_every_container_and_the_network(
+    tmp_path: Path, state_dir: Path, runtime: str
+) -> None:
     manifest = write_manifest(
         tmp_path, python_job("ctrl-c", {"Master": (1, SLEEPER), "Worker": (2, SLEEPER)})
     )
-    runner = start(manifest, state_dir)
-    wait_for(lambda: len(running_containers_of("ctrl-c")) == 3)
+    runner = start(manifest, state_dir, runtime)
+    wait_for(lambda: len(running_containers_of("ctrl-c", runtime)) == 3)
 
     runner.send_signal(signal.SIGINT)
     _, stderr = runner.communicate(timeout=60)
 
     assert runner.returncode == 130, stderr
-    assert containers_of("ctrl-c") == []
-    assert not network_exists("ctrl-c")
+    assert containers_of("ctrl-c", runtime) == []
+    assert not network_exists("ctrl-c", runtime)
 
 
 def test_a_sigkilled_kubetrain_leaves_no_container_once_the_reaper_runs(
-    tmp_path: Path, state_dir: Path
+    tmp_path: Path, state_dir: Path, runtime: str
 ) -> None:
     manifest = write_manifest(
         tmp_path, python_job("killed", {"Master": (1, SLEEPER), "Worker": (1, SLEEPER)})
     )
-    runner = start(manifest, state_dir)
-    wait_for(lambda: len(running_containers_of("killed")) == 2)
+    runner = start(manifest, state_dir, runtime)
+    wait_for(lambda: len(running_containers_of("killed", runtime)) == 2)
 
     runner.send_signal(signal.SIGKILL)
     runner.communicate(timeout=10)
 
-    wait_for(lambda: containers_of("killed") == [] and not network_exists("killed"), timeout=60)
+    wait_for(
+        lambda: containers_of("killed", runtime) == [] and not network_exists("killed", runtime), timeout=60
+    )

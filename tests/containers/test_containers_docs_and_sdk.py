@@ -16,7 +16,9 @@ pytestmark = [pytest.mark.containers, pytest.mark.slow]
 PAGE = ROOT / "docs" / "quickstart.md"
 
 
-def test_the_quickstart_container_path_runs_as_written(tmp_path: Path, state_dir: Path) -> None:
+def test_the_quickstart_container_path_runs_as_written(
+    tmp_path: Path, state_dir: Path, podman_works: None
+) -> None:
     env = docs_env(tmp_path)
     try:
         for script in sh_blocks(PAGE, QUICKSTART_CONTAINERS):
@@ -26,7 +28,9 @@ def test_the_quickstart_container_path_runs_as_written(tmp_path: Path, state_dir
         remove_job_containers("podman", "pytorch-ddp")  # the finished run keeps them, as cleanPodPolicy None
 
 
-def test_the_sdk_runs_a_function_in_containers_when_asked_for_podman(state_dir: Path) -> None:
+def test_the_sdk_runs_a_function_in_containers_when_asked_for_podman(
+    state_dir: Path, podman_works: None
+) -> None:
     def train(parameters: dict[str, float]) -> None:
         import os
         import socket

@@ -71,6 +71,12 @@ EXIT_AFTER_STOP = 5.0
 """How long the attached ``run`` may take to return once its container has stopped."""
 
 
+ENGINE_NOISE = frozenset({"failed to connect to syslog: Initialization"})
+"""What the engine, not the container, writes into an attached run's output: podman's aardvark-dns (the
+job network's DNS server, started by the first container on a network and inheriting that ``podman run``'s
+stderr) says this once where the host has no syslog socket (/dev/log), and nothing is lost by it."""
+
+
 class ContainerEngineError(RuntimeError):
     """The engine is missing or broken, or an image cannot be had: nothing was started."""
 
@@ -324,6 +330,7 @@ class ContainerSubstrate:
             cwd=self.cwd,
             restart=_in_place_restart(run.restart_policy),
         )
+        log.noise = ENGINE_NOISE
         return ContainerReplica(spec, run.name, self.engine, log, on_change)
 
     async def close(self, *, interrupted: bool) -> None:

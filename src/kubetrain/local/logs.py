@@ -46,6 +46,8 @@ class ReplicaLog:
         self.path = path
         self._on_line = on_line
         self._file: TextIO | None = None
+        self.noise: frozenset[str] = frozenset()
+        """Whole lines that the container engine prints into a replica's output, not the replica: dropped."""
 
     def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -66,4 +68,5 @@ class ReplicaLog:
 
     async def pump(self, reader: asyncio.StreamReader) -> None:
         async for line in read_lines(reader):
-            self.write(line)
+            if line not in self.noise:
+                self.write(line)
