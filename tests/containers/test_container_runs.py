@@ -163,6 +163,48 @@ def test_a_replica_failing_under_on_failure_is_restarted_in_place_and_keeps_its_
     assert run.replica("master-0")["restarts"] == 1
 
 
+def with_init_container(manifest: dict[str, Any], code: str) -> dict[str, Any]:
+    """Every replica gets an init container running ``python -c CODE`` with the same scratch volume."""
+    for replica in manifest["spec"]["pytorchReplicaSpecs"].values():
+        replica["template"]["spec"]["initContainers"] = [
+            {
+                "name": "prepare",
+                "image": PYTHON_IMAGE,
+                "command": ["python", "-c", code],
+                "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}],
+            }
+        ]
+    return manifest
+
+
+def test_an_init_container_runs_to_completion_first_and_leaves_its_files_in_the_shared_volume(
+    tmp_path: Path, state_dir: Path, runtime: str
+) -> None:
+    main = "print('main read', open('/scratch/prepared').read(), flush=True)"
+    manifest = with_init_container(
+        python_job("init-ok", {"Master": (1, main)}), "open('/scratch/prepared', 'w').write('by init')"
+    )
+
+    run = kubetrain_run(write_manifest(tmp_path, manifest), state_dir, extra=("--runtime", runtime))
+
+    assert succeeded(run), run.stderr[-3000:]
+    assert "main read by init" in run.lines_of("master-0")
+
+
+def test_a_failing_init_container_fails_the_replica_with_its_exit_code_and_the_main_never_starts(
+    tmp_path: Path, state_dir: Path, runtime: str
+) -> None:
+    manifest = with_init_container(
+        python_job("init-fails", {"Master": (1, "print('main ran', flush=True)")}), "import sys; sys.exit(4)"
+    )
+
+    run = kubetrain_run(write_manifest(tmp_path, manifest), state_dir, extra=("--runtime", runtime))
+
+    assert run.condition("Failed") is not None, run.stderr[-3000:]
+    assert run.replica("master-0")["exit_codes"] == [4]
+    assert "main ran" not in run.lines_of("master-0")
+
+
 def test_a_missing_image_fails_before_anything_starts_naming_the_replica_and_the_image(
     tmp_path: Path, state_dir: Path, runtime: str
 ) -> None:

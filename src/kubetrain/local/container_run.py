@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 from pathlib import Path
@@ -108,6 +108,10 @@ class ContainerRun:
     memory: int | None = None
     gpus: tuple[str, ...] = ()
     restart_policy: str = "Never"
+    hostname: str | None = None
+    """The pod's name where the container is not named after it (an init container)."""
+    init: tuple[ContainerRun, ...] = ()
+    """The pod's init containers, run in order to completion before this one, as the kubelet does."""
 
 
 def network_name(job_name: str) -> str:
@@ -195,17 +199,72 @@ def container_run(
     ``secrets`` the job's generated Secrets' data by name (the MPI SSH keys).
     """
     position, container = main_container(plan)
-    path = f"{job.replica_specs_path}.{plan.replica_type}.template.spec.containers[{position}]"
-    variables = container_env(plan, job, container, path)
+    pod_path = f"{job.replica_specs_path}.{plan.replica_type}.template.spec"
+    pod_name = replica_name(job.name, plan.replica_type, plan.index)
+    volumes = (volumes_dir, config_mount, secrets or {})
+    errors: list[FieldError] = []
+    init = []
+    for index, init_container in enumerate((plan.template.get("spec") or {}).get("initContainers") or []):
+        # An init container shares the pod's volumes, not its DNS names: the pod is not up yet.
+        name = f"{pod_name}-init-{init_container.get('name') or index}"
+        init.append(
+            _container_run(
+                plan,
+                job,
+                init_container,
+                f"{pod_path}.initContainers[{index}]",
+                name,
+                (),
+                (),
+                labels,
+                volumes,
+                errors,
+            )
+        )
+    main = _container_run(
+        plan,
+        job,
+        container,
+        f"{pod_path}.containers[{position}]",
+        pod_name,
+        dns_aliases(job, pod_name),
+        tuple(gpus),
+        labels,
+        volumes,
+        errors,
+    )
+    if errors:
+        raise InvalidJobError(errors)
+    return replace(main, init=tuple(replace(i, hostname=pod_name) for i in init))
+
+
+def _container_run(
+    plan: ReplicaPlan,
+    job: TrainingJob,
+    container: Mapping[str, Any],
+    path: str,
+    name: str,
+    aliases: tuple[str, ...],
+    gpus: tuple[str, ...],
+    labels: Mapping[str, str],
+    volumes: tuple[Path, tuple[str, Path] | None, Mapping[str, Mapping[str, bytes]]],
+    errors: list[FieldError],
+) -> ContainerRun:
+    """One container of the pod (the main one or an init container); problems go to ``errors``."""
+    variables = {}
+    try:
+        variables = container_env(plan, job, container, path)
+    except InvalidJobError as error:
+        errors.extend(error.errors)
     command = expand_all([str(c) for c in container.get("command") or []], variables)
     args = expand_all([str(a) for a in container.get("args") or []], variables)
-    errors: list[FieldError] = []
     image = str(container.get("image") or "")
     if not image:
         errors.append(FieldError(f"{path}.image", "required to run in a container"))
     replica = short_name(plan.replica_type, plan.index)
+    volumes_dir, config_mount, secrets = volumes
     mounts, emptydirs, files = _mounts(
-        plan, container, path, volumes_dir / replica, config_mount, secrets or {}, errors
+        plan, container, path, volumes_dir / replica, config_mount, secrets, errors
     )
     limits = (container.get("resources") or {}).get("limits") or {}
     cpus = memory = None
@@ -214,12 +273,9 @@ def container_run(
         memory = memory_flag(limits["memory"]) if "memory" in limits else None
     except ValueError as error:
         errors.append(FieldError(f"{path}.resources.limits", str(error)))
-    if errors:
-        raise InvalidJobError(errors)
-    pod_name = replica_name(job.name, plan.replica_type, plan.index)
     return ContainerRun(
         replica=replica,
-        name=pod_name,
+        name=name,
         image=image,
         image_field=f"{path}.image",
         pull=pull_policy(container),
@@ -228,14 +284,14 @@ def container_run(
         env=variables,
         working_dir=str(container["workingDir"]) if container.get("workingDir") else None,
         network=network_name(job.name),
-        aliases=dns_aliases(job, pod_name),
+        aliases=aliases,
         labels={**plan.labels, **labels, REPLICA_LABEL: replica},
         mounts=mounts,
         emptydirs=emptydirs,
         files=files,
         cpus=cpus,
         memory=memory,
-        gpus=tuple(gpus),
+        gpus=gpus,
         restart_policy=str((plan.template.get("spec") or {}).get("restartPolicy") or "Never"),
     )
 
@@ -313,13 +369,32 @@ def _secret_files(secret: Mapping[str, Any], data: Mapping[str, bytes], director
     ]
 
 
-def run_argv(engine: Engine, binary: str, run: ContainerRun) -> list[str]:
+def replica_argv(engine: Engine, binary: str, run: ContainerRun) -> list[str]:
+    """What starts the replica: its ``run``, or, with init containers, a shell that runs each of them to
+    completion in order (a failing one ends it with that exit code, as a pod's init failure) and then
+    becomes the main container's ``run``."""
+    if not run.init:
+        return run_argv(engine, binary, run)
+    steps = [f"{shlex.join(run_argv(engine, binary, init, remove=True))} || exit $?" for init in run.init]
+    return ["/bin/sh", "-c", "; ".join([*steps, f"exec {shlex.join(run_argv(engine, binary, run))}"])]
+
+
+def run_argv(engine: Engine, binary: str, run: ContainerRun, *, remove: bool = False) -> list[str]:
     """``podman run`` / ``docker run`` for one replica: the same flags for both engines but GPUs.
 
     The container runs attached (its output is the replica's log) and is not ``--rm``: a finished
     container stays until the engine deletes its pod or the next run of the job, as pods do.
     """
-    argv = [binary, "run", "--name", run.name, "--hostname", run.name, "--network", run.network]
+    argv = [
+        binary,
+        "run",
+        *(["--rm"] if remove else []),
+        "--name",
+        run.name,
+        "--hostname",
+        run.hostname or run.name,
+    ]
+    argv += ["--network", run.network]
     for alias in run.aliases:
         argv += ["--network-alias", alias]
     for key, value in sorted(run.labels.items()):

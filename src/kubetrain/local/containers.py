@@ -49,7 +49,7 @@ from kubetrain.local.container_run import (
     PullPolicy,
     container_run,
     network_name,
-    run_argv,
+    replica_argv,
 )
 from kubetrain.local.gpus import assign_gpus
 from kubetrain.local.logs import ReplicaLog
@@ -199,17 +199,24 @@ class ContainerReplica(ReplicaProcess):
         engine: ContainerEngine,
         log: ReplicaLog,
         on_change: Callable[[], None],
+        init_containers: tuple[str, ...] = (),
     ) -> None:
         super().__init__(spec, log, on_change)
         self.container = container
         self.engine = engine
+        self.init_containers = init_containers
 
     async def _before_spawn(self) -> None:
-        # An in-place restart is a new container of the same name, as the kubelet makes one.
-        await self.engine.remove_async(self.container)
+        # An in-place restart is a new container of the same name, as the kubelet makes one (and an init
+        # container killed with its run client may still hold its name).
+        for name in (*self.init_containers, self.container):
+            await self.engine.remove_async(name)
 
     async def _terminate(self, process: asyncio.subprocess.Process, grace_period: float) -> None:
-        await self.engine.stop(self.container, grace_period)
+        # Whichever runs now: an init container, or the main one.
+        await asyncio.gather(
+            *(self.engine.stop(name, grace_period) for name in (*self.init_containers, self.container))
+        )
         try:
             await asyncio.wait_for(self._exited.wait(), EXIT_AFTER_STOP)
         except TimeoutError:
@@ -217,11 +224,13 @@ class ContainerReplica(ReplicaProcess):
 
     async def delete(self, grace_period: float) -> None:
         await self.stop(grace_period)
-        await self.engine.remove_async(self.container)
+        for name in (*self.init_containers, self.container):
+            await self.engine.remove_async(name)
 
     def kill_now(self) -> None:
         super().kill_now()
-        self.engine.kill_detached(self.container)
+        for name in (*self.init_containers, self.container):
+            self.engine.kill_detached(name)
 
 
 class ContainerSubstrate:
@@ -271,7 +280,7 @@ class ContainerSubstrate:
             (p.template.get("spec") or {}).get("initContainers") for p in context.plans.values()
         )
         self.engine.check()
-        ensure_images(self.engine, self.runs.values())
+        ensure_images(self.engine, [c for run in self.runs.values() for c in (*run.init, run)])
 
     def _assign_gpus(self, context: RunContext) -> dict[str, list[str]]:
         requests = gpu_requests(context)
@@ -289,11 +298,11 @@ class ContainerSubstrate:
         if self.use_reaper:
             self._start_reaper()
         self.engine.create_network(self.network, self.labels())
-        for run in self.runs.values():
-            for directory in run.emptydirs:
-                shutil.rmtree(directory, ignore_errors=True)
-                Path(directory).mkdir(parents=True)
-        write_volume_files(self.runs.values())
+        containers = [c for run in self.runs.values() for c in (*run.init, run)]
+        for directory in {d for c in containers for d in c.emptydirs}:
+            shutil.rmtree(directory, ignore_errors=True)
+            Path(directory).mkdir(parents=True)
+        write_volume_files(containers)
 
     def _start_reaper(self) -> None:
         self._reaper = subprocess.Popen(
@@ -325,13 +334,13 @@ class ContainerSubstrate:
             replica_type=key[0],
             index=key[1],
             prefix=run.replica,
-            argv=tuple(run_argv(self.engine.kind, self.engine.binary, run)),
+            argv=tuple(replica_argv(self.engine.kind, self.engine.binary, run)),
             env=dict(os.environ),
             cwd=self.cwd,
             restart=_in_place_restart(run.restart_policy),
         )
         log.noise = ENGINE_NOISE
-        return ContainerReplica(spec, run.name, self.engine, log, on_change)
+        return ContainerReplica(spec, run.name, self.engine, log, on_change, tuple(i.name for i in run.init))
 
     async def close(self, *, interrupted: bool) -> None:
         await asyncio.to_thread(self._close, interrupted)
@@ -353,7 +362,7 @@ class ContainerSubstrate:
             f"(run {self.run_id}), reachable by its Kubernetes names"
         ]
         if self._init_containers:
-            notes.append("init containers are not run locally; the main containers start at once")
+            notes.append("init containers run to completion, in order, before each replica's main container")
         return notes
 
 

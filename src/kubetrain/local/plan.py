@@ -27,7 +27,7 @@ from kubetrain.local.container_run import (
     RUNNER_PID_LABEL,
     ContainerPlan,
     Engine,
-    run_argv,
+    replica_argv,
 )
 from kubetrain.local.containers import plan_containers
 from kubetrain.local.launch import container_env, launch_spec, main_container
@@ -81,7 +81,7 @@ def container_plan(job: TrainingJob, engine: Engine, state_dir: Path | None = No
     directory = RunDirectory(state_dir or default_state_dir(), job.name)
     labels = {RUN_ID_LABEL: "<run-id>", JOB_LABEL: job.name, RUNNER_PID_LABEL: "<pid>"}
     runs = plan_containers(RunContext(job, framework, plans, files, directory), labels=labels, gpus={})
-    return [ContainerPlan(run, run_argv(engine, engine.value, run)).to_dict() for run in runs.values()]
+    return [ContainerPlan(run, replica_argv(engine, engine.value, run)).to_dict() for run in runs.values()]
 
 
 def plan_for(job: TrainingJob, runtime: Runtime, working_dir: Path) -> list[dict[str, Any]]:

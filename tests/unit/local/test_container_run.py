@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from kubetrain.local.container_run import (
     cpus_flag,
     memory_flag,
     pull_policy,
+    replica_argv,
     run_argv,
 )
 
@@ -256,3 +258,35 @@ def test_an_mpi_v2_container_gets_the_pod_decoration_the_operator_adds_ssh_keys_
     assert "/ssh-auth:/root/.ssh:ro" in by_replica["worker-0"]["run"]
     assert "/config:/etc/mpi:ro" in by_replica["launcher-0"]["run"]
     assert "/ssh-auth:/root/.ssh:ro" in by_replica["launcher-0"]["run"]
+
+
+def test_init_containers_run_to_completion_in_order_before_the_main_container_and_share_its_volumes() -> None:
+    the_job = with_volumes(
+        ddp(), [{"name": "scratch", "emptyDir": {}}], [{"name": "scratch", "mountPath": "/s"}]
+    )
+    data = the_job.to_wire()
+    worker = data["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    worker["initContainers"] = [
+        {
+            "name": "fetch",
+            "image": "localhost/kubetrain/busybox:1.35",
+            "command": ["sh", "-c", "echo ready > /s/flag"],
+            "volumeMounts": [{"name": "scratch", "mountPath": "/s"}],
+        }
+    ]
+    run = run_of(admit(type(the_job).model_validate(data)))
+
+    (init,) = run.init
+    assert (init.name, init.hostname, init.aliases) == ("ddp-worker-0-init-fetch", "ddp-worker-0", ())
+    assert init.mounts == run.mounts
+    argv = replica_argv(Engine.PODMAN, "podman", run)
+    assert argv[:2] == ["/bin/sh", "-c"]
+    first, main = argv[2].split("; ")
+    assert first.startswith("podman run --rm --name ddp-worker-0-init-fetch --hostname ddp-worker-0 ")
+    assert first.endswith(" || exit $?")
+    assert main == "exec " + shlex.join(run_argv(Engine.PODMAN, "podman", run))
+
+
+def test_a_replica_without_init_containers_is_its_run_alone() -> None:
+    run = run_of(ddp(command=["python", "train.py"]))
+    assert replica_argv(Engine.PODMAN, "podman", run) == run_argv(Engine.PODMAN, "podman", run)
