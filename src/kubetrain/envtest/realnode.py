@@ -292,6 +292,9 @@ def kubelet_config(paths: NodePaths, pki: Pki) -> dict[str, Any]:
         "volumePluginDir": str(paths.root / "volume-plugins"),
         "serializeImagePulls": False,
         "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
+        # The disk is the machine's, shared with image builds: a 4.4 GB import that dips it under 1% for a
+        # moment tainted the node disk-pressure (no scheduling, the operator evicted) for the default 5 min.
+        "evictionPressureTransitionPeriod": "30s",
         "imageGCHighThresholdPercent": 100,
         "imageGCLowThresholdPercent": 99,
         "protectKernelDefaults": False,

@@ -74,3 +74,12 @@ def test_kubernetes_service_rule_sends_only_pod_traffic_for_the_cluster_ip_to_th
     assert rule[rule.index("-s") + 1] == realnode.POD_SUBNET
     assert rule[rule.index("-d") + 1] == f"{SERVICE_IP}/32"
     assert rule[rule.index("--to-destination") + 1] == f"{realnode.NODE_IP}:6443"
+
+
+def test_kubelet_lifts_disk_pressure_soon_after_the_shared_disk_recovers(tmp_path: Path) -> None:
+    pki = generate_pki(tmp_path / "pki")
+
+    config = realnode.kubelet_config(realnode.NodePaths(tmp_path / "node"), pki)
+
+    assert config["evictionHard"]["nodefs.available"] == "1%"
+    assert config["evictionPressureTransitionPeriod"] == "30s"
