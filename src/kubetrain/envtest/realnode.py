@@ -291,9 +291,10 @@ def kubelet_config(paths: NodePaths, pki: Pki) -> dict[str, Any]:
         "podLogsDir": str(paths.pod_logs),
         "volumePluginDir": str(paths.root / "volume-plugins"),
         "serializeImagePulls": False,
-        "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
-        # The disk is the machine's, shared with image builds: a 4.4 GB import that dips it under 1% for a
-        # moment tainted the node disk-pressure (no scheduling, the operator evicted) for the default 5 min.
+        # No disk signals: to reclaim disk the kubelet deletes every image no container uses, the sandbox
+        # image among them, and no registry here can give them back. The disk is the machine's, shared with
+        # image builds; one dip under 1% during a 4.4 GB import left the node without pause and PyTorch.
+        "evictionHard": {"memory.available": "100Mi"},
         "evictionPressureTransitionPeriod": "30s",
         "imageGCHighThresholdPercent": 100,
         "imageGCLowThresholdPercent": 99,

@@ -76,10 +76,11 @@ def test_kubernetes_service_rule_sends_only_pod_traffic_for_the_cluster_ip_to_th
     assert rule[rule.index("--to-destination") + 1] == f"{realnode.NODE_IP}:6443"
 
 
-def test_kubelet_lifts_disk_pressure_soon_after_the_shared_disk_recovers(tmp_path: Path) -> None:
+def test_kubelet_never_deletes_images_to_reclaim_disk_as_none_can_be_pulled_back(tmp_path: Path) -> None:
     pki = generate_pki(tmp_path / "pki")
 
     config = realnode.kubelet_config(realnode.NodePaths(tmp_path / "node"), pki)
 
-    assert config["evictionHard"]["nodefs.available"] == "1%"
-    assert config["evictionPressureTransitionPeriod"] == "30s"
+    # Thresholds left out are not defaulted once evictionHard is set: no disk signal, no disk reclaim.
+    assert set(config["evictionHard"]) == {"memory.available"}
+    assert config["imageGCHighThresholdPercent"] == 100
