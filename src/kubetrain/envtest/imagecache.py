@@ -91,8 +91,19 @@ def _ctr_version(socket: Path) -> bool:
 def update(names: list[str], log: Callable[[str], None] = lambda _: None) -> None:
     """Bring the named images of tools/images into the cache (each built first when its recipe changed);
     an image already there with its current recipe costs nothing but the label check."""
+    # Built before taking the lock: a build takes minutes, and others' nodes would wait for it to clone.
+    _build_py(names, log)
     with _locked():
         _update_locked(names, log)
+
+
+def _build_py(names: list[str], log: Callable[[str], None], *options: str) -> None:
+    command = [sys.executable, str(CHECKOUT / "tools" / "images" / "build.py"), *options, *names]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    for line in done.stdout.splitlines():
+        log(f"image cache: {line}")
+    if done.returncode != 0:
+        raise ImageCacheError(f"`{' '.join(command)}` failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
 
 
 def _update_locked(names: list[str], log: Callable[[str], None]) -> None:
@@ -114,20 +125,7 @@ def _update_locked(names: list[str], log: Callable[[str], None]) -> None:
             if process.poll() is not None or time.monotonic() > deadline:
                 raise ImageCacheError(f"the image cache's containerd did not start; see {output.name}")
             time.sleep(0.1)
-        command = [
-            sys.executable,
-            str(CHECKOUT / "tools" / "images" / "build.py"),
-            "--load-containerd",
-            str(socket),
-            *names,
-        ]
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-        for line in done.stdout.splitlines():
-            log(f"image cache: {line}")
-        if done.returncode != 0:
-            raise ImageCacheError(
-                f"`{' '.join(command)}` failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
-            )
+        _build_py(names, log, "--load-containerd", str(socket))
     finally:
         # SIGTERM: containerd closes its databases; the cache is only cloned while this lock is held.
         process.terminate()
