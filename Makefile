@@ -56,11 +56,13 @@ node-packages: image-tools
 		&& test -x /usr/lib/cni/bridge; } || { apt-get update -qq && apt-get install -y -qq containerd runc containernetworking-plugins; }
 
 # Real pods on a real node (tests/e2e): the kubelet, CoreDNS, the gang scheduler (scheduler-plugins, pinned in
-# tools/scheduler-plugins) and the images the pods run are built first
+# tools/scheduler-plugins) and the images the pods run are built first, and the images put into the node's
+# image cache (~/.cache/kubetrain/node-images: imported once per recipe, cloned by each node start)
 # (minutes when cold; cached), where the machine can run them; the tier starts envtest --real-node in a
 # temporary directory and stops it.
 test-e2e: envtest-build node-packages
-	[ "$$(id -u)" != 0 ] || { $(BIN)/kubetrain envtest build --real-node >/dev/null && $(PYTHON) tools/images/build.py pause python \
+	[ "$$(id -u)" != 0 ] || { $(BIN)/kubetrain envtest build --real-node >/dev/null \
+		&& $(BIN)/python -m kubetrain.envtest.imagecache $(IMAGES) \
 		&& $(BIN)/python -m kubetrain.envtest.coscheduler >/dev/null; }
 	$(PYTEST) tests/e2e -q -rs
 
