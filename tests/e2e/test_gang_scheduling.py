@@ -1,6 +1,7 @@
 """Gang scheduling with a real gang scheduler: scheduler-plugins' Coscheduling (the ``gang_scheduler``
 fixture) binds a job's pods only when its PodGroup's ``minMember`` fit together; a job that cannot fit has
-every pod Pending, none half-scheduled, where the default scheduler would bind the ones that fit."""
+every pod Pending, none half-scheduled, where the default scheduler would bind the ones that fit, and its
+PodGroup (scheduler-plugins' controller) and the job's events say why."""
 
 from __future__ import annotations
 
@@ -38,10 +39,13 @@ def _pods(cluster: RealCluster, namespace: str, job: str) -> list[dict[str, Any]
     return list(cluster.api.get(f"/api/v1/namespaces/{namespace}/pods", selector)["items"])
 
 
+def _allocatable_cpu_millis(cluster: RealCluster) -> int:
+    return _millis(cluster.api.get(f"/api/v1/nodes/{realnode.NODE_NAME}")["status"]["allocatable"]["cpu"])
+
+
 def _free_cpu_millis(cluster: RealCluster) -> int:
     """The real node's allocatable CPU less what its live pods request: what a new pod can still get."""
-    node = cluster.api.get(f"/api/v1/nodes/{realnode.NODE_NAME}")
-    allocatable = _millis(node["status"]["allocatable"]["cpu"])
+    allocatable = _allocatable_cpu_millis(cluster)
     pods = cluster.api.get("/api/v1/pods", {"fieldSelector": f"spec.nodeName={realnode.NODE_NAME}"})["items"]
     requested = sum(
         _millis(c.get("resources", {}).get("requests", {}).get("cpu", "0"))
@@ -92,10 +96,12 @@ def test_a_gang_that_fits_is_scheduled_by_the_gang_scheduler_and_runs(
 def test_a_gang_that_cannot_fit_keeps_every_pod_pending_none_half_scheduled(
     operator: RealCluster, namespace: str, gang_scheduler: str
 ) -> None:
-    # Two of the three pods would fit on the node now; all three cannot. The default scheduler would bind two.
-    free = _free_cpu_millis(operator)
-    per_pod = int(free / 2.5)
-    assert per_pod >= 100, f"the node has {free}m CPU free: too little to make two pods fit"
+    # Three pods together ask for more CPU than the node has at all, so the gang never fits whatever else
+    # runs; two of them fit now, which the default scheduler would bind: half a gang.
+    per_pod = _allocatable_cpu_millis(operator) // 3 + 1
+    wait_until(
+        "room on the node for two of the pods", lambda: _free_cpu_millis(operator) >= 2 * per_pod, 120.0
+    )
     operator.api.create(
         f"/apis/kubeflow.org/v1/namespaces/{namespace}/pytorchjobs",
         _job("too-big", workers=2, cpu_millis=per_pod, command="import time; time.sleep(600)"),
@@ -119,3 +125,24 @@ def test_a_gang_that_cannot_fit_keeps_every_pod_pending_none_half_scheduled(
     job = operator.api.get(f"/apis/kubeflow.org/v1/namespaces/{namespace}/pytorchjobs/too-big")
     running = [c for c in job.get("status", {}).get("conditions") or [] if c["type"] == "Running"]
     assert not any(c["status"] == "True" for c in running)
+
+
+def test_the_job_says_why_its_gang_waits_the_gap_and_the_rejected_pod_group(
+    operator: RealCluster, namespace: str, gang_scheduler: str
+) -> None:
+    per_pod = _allocatable_cpu_millis(operator) // 3 + 1
+    operator.api.create(
+        f"/apis/kubeflow.org/v1/namespaces/{namespace}/pytorchjobs",
+        _job("too-big", workers=2, cpu_millis=per_pod, command="import time; time.sleep(600)"),
+    )
+
+    # The operator turns each pod's Unschedulable condition into a Warning event on the job (upstream's too).
+    messages = wait_until("the job's event naming the gap", lambda: _gap_events(operator, namespace), 90.0)
+
+    assert any(f"PodGroup {namespace}/too-big gets rejected" in message for message in messages), messages
+
+
+def _gap_events(cluster: RealCluster, namespace: str) -> list[str]:
+    selector = "involvedObject.kind=PyTorchJob,involvedObject.name=too-big,reason=Unschedulable,type=Warning"
+    events = cluster.api.get(f"/api/v1/namespaces/{namespace}/events", {"fieldSelector": selector})["items"]
+    return [e["message"] for e in events if "resource gap" in e["message"]]
