@@ -97,6 +97,7 @@ def allowed(api: KubeApi, verb: str, resource: str) -> bool:
         ("create", "services"),
         ("delete", "services"),
         ("create", "events"),
+        ("patch", "events"),  # a repeated Event's count (kube/events.py)
         ("watch", "tfjobs.kubeflow.org"),
         ("delete", "pytorchjobs.kubeflow.org"),
         ("update", "pytorchjobs.kubeflow.org/status"),
