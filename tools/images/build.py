@@ -111,6 +111,7 @@ RECIPES: dict[str, Recipe] = {
             "images/busybox/Containerfile",
             bases=("python",),
             context="images/busybox",
+            inputs=("nslookup",),
         ),
         Recipe(
             "operator",
