@@ -140,6 +140,18 @@ def test_paddle_replicas_see_their_paddle_env(tmp_path: Path, state_dir: Path) -
     assert re.fullmatch(r"127\.0\.0\.1:\d+", master), "worker-0's $(POD_IP_DUMMY) became its loopback address"
 
 
+def test_paddle_worker_1_joins_worker_0s_rendezvous_at_its_paddle_master(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    run = kubetrain_run(write_manifest(tmp_path, example("paddle")), state_dir)
+    assert_succeeded(run)
+    (joined,) = [line for line in run.lines_of("worker-1") if " joined the master at " in line]
+    (served,) = [line for line in run.lines_of("worker-0") if line.startswith("master ")]
+
+    assert joined.endswith(": ok")
+    assert re.fullmatch(r"master 127\.0\.0\.1:\d+: 2 of 2 nodes joined \(.+\)", served)
+
+
 @pytest.mark.slow
 def test_tensorflow_multi_worker_mirrored_strategy_all_reduces_and_trains(
     tmp_path: Path, state_dir: Path
