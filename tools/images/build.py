@@ -92,6 +92,8 @@ def kubetrain_version() -> str:
 
 
 _EXAMPLES = ("examples",)
+"""What the PyTorch image copies in; the other framework images copy their own example only, so that
+editing one example does not rebuild (and re-import into the node) every multi-GB image."""
 RECIPES: dict[str, Recipe] = {
     recipe.name: recipe
     for recipe in (
@@ -136,7 +138,7 @@ RECIPES: dict[str, Recipe] = {
             TENSORFLOW_VERSION,
             "images/tensorflow/Containerfile",
             bases=("python",),
-            inputs=_EXAMPLES,
+            inputs=("examples/tensorflow",),
             build_args={"PIP_VERSION": PIP_VERSION, "TENSORFLOW_VERSION": TENSORFLOW_VERSION},
             pip_cache=True,
         ),
@@ -145,7 +147,7 @@ RECIPES: dict[str, Recipe] = {
             XGBOOST_VERSION,
             "images/xgboost/Containerfile",
             bases=("python",),
-            inputs=_EXAMPLES,
+            inputs=("examples/xgboost",),
             build_args={"PIP_VERSION": PIP_VERSION, "XGBOOST_VERSION": XGBOOST_VERSION},
             pip_cache=True,
         ),
@@ -154,18 +156,24 @@ RECIPES: dict[str, Recipe] = {
             JAX_VERSION,
             "images/jax/Containerfile",
             bases=("python",),
-            inputs=_EXAMPLES,
+            inputs=("examples/jax",),
             build_args={"PIP_VERSION": PIP_VERSION, "JAX_VERSION": JAX_VERSION},
             pip_cache=True,
         ),
         # The Paddle example checks the PADDLE_* environment only: plain Python, no paddle wheel.
-        Recipe("paddle", "env-check", "images/paddle/Containerfile", bases=("python",), inputs=_EXAMPLES),
+        Recipe(
+            "paddle",
+            "env-check",
+            "images/paddle/Containerfile",
+            bases=("python",),
+            inputs=("examples/paddle",),
+        ),
         Recipe(
             "mpi",
             f"openmpi-mpi4py{MPI4PY_VERSION}",
             "images/mpi/Containerfile",
             bases=("python",),
-            inputs=_EXAMPLES,
+            inputs=("examples/mpi",),
             build_args={"PIP_VERSION": PIP_VERSION, "MPI4PY_VERSION": MPI4PY_VERSION},
             pip_cache=True,
         ),
