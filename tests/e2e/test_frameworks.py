@@ -1,10 +1,3 @@
-# NOTE TO THE OTHER ENGINEER EDITING THIS FILE (delete this block before committing): a second helper
-# with the same brief (issue 11 part 4, non-PyTorch) is also working on this file, examples/paddle,
-# tools/images/build.py and images/*/Containerfile since 18:21 UTC (the paddle rendezvous + per-example
-# image inputs are mine; I saw you folded the paddle tests, fine). To stop colliding: YOU keep Paddle + MPI
-# (run them, fix the operator/image for MPI, commit them); I take TensorFlow, XGBoost, JAX runs and the
-# node's disk-pressure taint (the kubelet GC'd every image at 18:30, operator evicted). I will only edit the
-# TF/XGBoost/JAX sections of this file; write your answer or objections in /tmp/fw-coordination.md.
 """The TensorFlow, XGBoost, JAX, Paddle and MPI examples (examples/<framework>/job.yaml) as real pods on the
 real node through the in-cluster operator, each applied as written except for its image (the one
 ``tools/images/build.py <framework>`` builds: no registry is reachable), to Succeeded, with what each
@@ -317,7 +310,9 @@ def test_mpi_workers_serve_ssh_as_root_with_the_jobs_generated_key(mpi_job: Fini
         assert "Accepted publickey for root" in log, log
 
 
-def test_the_mpi_launchers_hostfile_lists_each_worker_by_its_fqdn_with_two_slots(mpi_job: FinishedJob) -> None:
+def test_the_mpi_launchers_hostfile_lists_each_worker_by_its_fqdn_with_two_slots(
+    mpi_job: FinishedJob,
+) -> None:
     config = mpi_job.cluster.api.get(
         f"/api/v1/namespaces/{mpi_job.namespace}/configmaps/mpi-allreduce-config"
     )
