@@ -133,10 +133,9 @@ def install_crds(api: KubeApi) -> None:
 
 def _established(api: KubeApi, name: str) -> bool:
     crd = api.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
-    return any(
-        c["type"] == "Established" and c["status"] == "True"
-        for c in crd.get("status", {}).get("conditions", [])
-    )
+    # A CRD just created may carry the manifest's own ``status`` (conditions null) until the server fills it.
+    conditions = (crd.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
 
 
 def running(run_dir: Path) -> bool:
