@@ -2,14 +2,17 @@
 operator image under the chart's ServiceAccount and least-privilege ClusterRole, one of them leading; delete
 the leader's pod and the other takes the Lease over and reconciles the next job.
 
-The session's operator (the kustomize overlay, namespace kubeflow) watches every namespace under a Lease of
-its own namespace, so while this release runs it is scaled to zero, and brought back after: two operators
-must never reconcile the same jobs. The CRDs stay the overlay's (``crds.install=false``, the chart's switch
-for CRDs managed elsewhere).
+Two operators must never reconcile the same job. The release watches only its own namespace
+(``operator.namespace``) and elects its leader there, and the CRDs stay the overlay's (``crds.install=false``,
+the chart's switch for CRDs managed elsewhere), so it touches nothing outside that namespace. The session's
+operator (the kustomize overlay, namespace kubeflow) watches every namespace, that one included, so it is held
+at zero replicas while the release runs, and the release's namespace, with its jobs, is deleted before it
+comes back: it never sees them. Its absence only delays other jobs (conftest waits for it to come back).
 """
 
 from __future__ import annotations
 
+import secrets
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,22 +23,26 @@ import pytest
 
 from builders import container, manifest
 from e2e.realpods import TEST_IMAGE, RealCluster, wait_until
-from kubetrain.envtest import coscheduler
+from kubetrain.envtest.kubeapi import ApiError
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "kubetrain"
-RELEASE = "kubetrain"
 LEASE_NAME = "1ca428e5.training-operator.kubeflow.org"
 SHARED_OPERATOR = "/apis/apps/v1/namespaces/kubeflow/deployments/training-operator"
-POD_SELECTOR = "app.kubernetes.io/name=kubetrain"
+SHARED_OPERATOR_PODS = "/api/v1/namespaces/kubeflow/pods"
+OPERATOR_SELECTOR = "control-plane=kubeflow-training-operator"
+INIT_IMAGE = "localhost/kubetrain/busybox:1.35"
 
 
 class Release:
-    def __init__(self, cluster: RealCluster, namespace: str, helm: Path, home: Path) -> None:
+    """A helm release of the chart, alone in its namespace."""
+
+    def __init__(self, cluster: RealCluster, helm: Path, home: Path) -> None:
         self.cluster = cluster
-        self.namespace = namespace
+        self.name = f"kubetrain-{secrets.token_hex(3)}"
+        self.namespace = self.name
         self.helm = helm
         # helm's own dirs, so the test neither reads nor writes the user's.
         self.env = {"HOME": str(home), "PATH": "/usr/bin:/bin", "KUBECONFIG": str(cluster.kubeconfig)}
@@ -51,9 +58,8 @@ class Release:
         )
 
     def pods(self) -> list[dict[str, Any]]:
-        found = self.cluster.api.get(
-            f"/api/v1/namespaces/{self.namespace}/pods", {"labelSelector": POD_SELECTOR}
-        )
+        selector = {"labelSelector": f"app.kubernetes.io/instance={self.name}"}
+        found = self.cluster.api.get(f"/api/v1/namespaces/{self.namespace}/pods", selector)
         return [p for p in found["items"] if "deletionTimestamp" not in p["metadata"]]
 
     def ready_pods(self) -> list[str]:
@@ -72,6 +78,26 @@ class Release:
         holder = self.cluster.api.get(path)["spec"].get("holderIdentity") or ""
         return holder.split("_", 1)[0] or None  # <hostname>_<uuid>, the hostname being the pod's name
 
+    def log(self, pod: str) -> str:
+        logs = self.cluster.kubectl("logs", "-n", self.namespace, pod)
+        assert logs.returncode == 0, logs.stderr
+        return logs.stdout
+
+    def run_job(self, name: str) -> None:
+        """A one-replica PyTorchJob in the release's namespace, run to Succeeded."""
+        replica = container(
+            "pytorch", TEST_IMAGE, imagePullPolicy="Never", command=["python", "-c", f"print('{name} ran')"]
+        )
+        body = manifest("PyTorchJob", {"Master": 1}, name=name, namespace=None, containers=[replica])
+        path = f"/apis/kubeflow.org/v1/namespaces/{self.namespace}/pytorchjobs"
+        self.cluster.api.create(path, body)
+
+        def succeeded() -> bool:
+            conditions = self.cluster.api.get(f"{path}/{name}").get("status", {}).get("conditions") or []
+            return any(c["type"] == "Succeeded" and c["status"] == "True" for c in conditions)
+
+        wait_until(f"{name} Succeeded", succeeded, 180.0)
+
 
 def _build_helm() -> Path:
     done = subprocess.run(
@@ -84,27 +110,43 @@ def _build_helm() -> Path:
     return Path(done.stdout.strip())
 
 
+def _shared_operator_pods(cluster: RealCluster) -> list[dict[str, Any]]:
+    """Its pods that run or may run: an evicted one stays behind as a Failed pod, but is no operator."""
+    found = cluster.api.get(SHARED_OPERATOR_PODS, {"labelSelector": OPERATOR_SELECTOR})["items"]
+    return [p for p in found if p.get("status", {}).get("phase") not in ("Succeeded", "Failed")]
+
+
 def _scale_shared_operator(cluster: RealCluster, replicas: int) -> None:
     cluster.api.patch(SHARED_OPERATOR, {"spec": {"replicas": replicas}})
 
     def settled() -> bool:
-        status = cluster.api.get(SHARED_OPERATOR).get("status", {})
-        pods = cluster.api.get(
-            "/api/v1/namespaces/kubeflow/pods", {"labelSelector": "control-plane=kubeflow-training-operator"}
-        )["items"]
-        return len(pods) == replicas and status.get("availableReplicas", 0) == replicas
+        available = cluster.api.get(SHARED_OPERATOR).get("status", {}).get("availableReplicas", 0)
+        return len(_shared_operator_pods(cluster)) == replicas and available == replicas
 
     wait_until(f"the shared operator at {replicas} replicas", settled, 120.0)
 
 
+def _delete_namespace(cluster: RealCluster, namespace: str) -> None:
+    try:
+        cluster.api.delete(f"/api/v1/namespaces/{namespace}")
+    except ApiError as error:
+        if error.code != 404:
+            raise
+    wait_until(
+        f"namespace {namespace} gone",
+        lambda: not cluster.api.exists(f"/api/v1/namespaces/{namespace}"),
+        120.0,
+    )
+
+
 @pytest.fixture(scope="module")
 def release(operator: RealCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Release]:
-    helm = Release(operator, "kubetrain-system", _build_helm(), tmp_path_factory.mktemp("helm-home"))
+    helm = Release(operator, _build_helm(), tmp_path_factory.mktemp("helm-home"))
     _scale_shared_operator(operator, 0)
     try:
         installed = helm.run(
             "install",
-            RELEASE,
+            helm.name,
             str(CHART),
             "--create-namespace",
             "--set",
@@ -112,56 +154,54 @@ def release(operator: RealCluster, tmp_path_factory: pytest.TempPathFactory) -> 
             "--set",
             "replicaCount=2",
             "--set",
-            "operator.pytorchInitContainerImage=localhost/kubetrain/busybox:1.35",
+            f"operator.namespace={helm.namespace}",
             "--set",
-            f"operator.gangSchedulerName={coscheduler.SCHEDULER_NAME}",
+            f"operator.pytorchInitContainerImage={INIT_IMAGE}",
         )
         assert installed.returncode == 0, installed.stderr
         wait_until("two ready operator pods", lambda: len(helm.ready_pods()) == 2, 180.0)
+        wait_until(
+            f"the default ServiceAccount of {helm.namespace}",
+            lambda: operator.api.exists(f"/api/v1/namespaces/{helm.namespace}/serviceaccounts/default"),
+            30.0,
+        )
         yield helm
     finally:
-        helm.run("uninstall", RELEASE, "--wait", "--timeout", "120s")
+        helm.run("uninstall", helm.name, "--wait", "--timeout", "120s")
+        # Its jobs go with it, before the shared operator, which watches every namespace, is back.
+        _delete_namespace(operator, helm.namespace)
         _scale_shared_operator(operator, 1)
 
 
-def _run_job(cluster: RealCluster, namespace: str, name: str) -> None:
-    replica = container(
-        "pytorch", TEST_IMAGE, imagePullPolicy="Never", command=["python", "-c", f"print('{name} ran')"]
-    )
-    body = manifest("PyTorchJob", {"Master": 1}, name=name, namespace=None, containers=[replica])
-    path = f"/apis/kubeflow.org/v1/namespaces/{namespace}/pytorchjobs"
-    cluster.api.create(path, body)
-
-    def succeeded() -> bool:
-        conditions = cluster.api.get(f"{path}/{name}").get("status", {}).get("conditions") or []
-        return any(c["type"] == "Succeeded" and c["status"] == "True" for c in conditions)
-
-    wait_until(f"{name} Succeeded", succeeded, 180.0)
-
-
-def test_helm_install_runs_the_operator_image_as_its_own_service_account(release: Release) -> None:
+def test_helm_install_runs_two_operator_pods_from_the_image_as_the_charts_service_account(
+    release: Release,
+) -> None:
     pods = release.pods()
 
     assert len(pods) == 2
     for pod in pods:
-        assert pod["spec"]["serviceAccountName"] == "kubetrain"
+        assert pod["spec"]["serviceAccountName"] == release.name
         assert pod["spec"]["containers"][0]["image"].startswith("localhost/kubetrain/operator:")
 
 
-def test_the_leader_reconciles_a_job_with_no_forbidden_request_in_either_log(
-    release: Release, namespace: str
+def test_the_leader_reconciles_a_job_in_its_namespace_with_no_forbidden_request_in_either_log(
+    release: Release,
 ) -> None:
-    _run_job(release.cluster, namespace, "under-helm")
+    leader = wait_until("a Lease holder", release.leader, 60.0)
 
+    release.run_job("under-helm")
+
+    # The shared operator stayed away: no pod of it ran while the job did.
+    assert _shared_operator_pods(release.cluster) == []
+    assert f"{release.namespace}/under-helm" in release.log(leader)
     for pod in release.ready_pods():
-        logs = release.cluster.kubectl("logs", "-n", release.namespace, pod)
-        assert logs.returncode == 0, logs.stderr
-        assert "403" not in logs.stdout
-        assert "forbidden" not in logs.stdout.lower()
+        log = release.log(pod)
+        assert "403" not in log
+        assert "forbidden" not in log.lower()
 
 
 def test_deleting_the_leader_pod_hands_the_lease_to_the_other_replica_which_reconciles(
-    release: Release, namespace: str
+    release: Release,
 ) -> None:
     leader = wait_until("a Lease holder", release.leader, 60.0)
     [standby] = [name for name in release.ready_pods() if name != leader]
@@ -169,5 +209,8 @@ def test_deleting_the_leader_pod_hands_the_lease_to_the_other_replica_which_reco
     release.cluster.api.delete(f"/api/v1/namespaces/{release.namespace}/pods/{leader}")
 
     successor = wait_until("a new Lease holder", lambda: release.leader() not in (None, leader), 120.0)
-    assert release.leader() == standby, f"{successor}: the Lease went to {release.leader()}, not to {standby}"
-    _run_job(release.cluster, namespace, "after-handover")
+    assert release.leader() == standby, f"the Lease went to {successor}, not to the standby {standby}"
+    release.run_job("after-handover")
+    log = release.log(standby)
+    assert f"{release.namespace}/after-handover" in log
+    assert "forbidden" not in log.lower()
