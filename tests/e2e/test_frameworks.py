@@ -321,3 +321,21 @@ def test_the_mpi_launchers_hostfile_lists_each_worker_by_its_fqdn_with_two_slots
     assert config["data"]["hostfile"] == (
         f"mpi-allreduce-worker-0.{fqdn} slots=2\nmpi-allreduce-worker-1.{fqdn} slots=2\n"
     )
+
+
+def test_the_mpi_launcher_starts_at_once_and_waits_for_workers_by_ssh_retries_and_job_restarts(
+    mpi_job: FinishedJob,
+) -> None:
+    # As mpi-operator v2beta1 at launcherCreationPolicy AtStartup: no init container waits for the workers;
+    # mpirun's ssh retries the connection and the launcher's batch Job restarts it while they start.
+    launcher = mpi_job.pods[_launcher(mpi_job)]
+    (container,) = launcher["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    (owner,) = launcher["metadata"]["ownerReferences"]
+    restarts = sum(s.get("restartCount", 0) for s in launcher["status"].get("containerStatuses", []))
+    _say(f"mpi: the launcher container restarted {restarts} time(s) before mpirun reached every worker")
+
+    assert "initContainers" not in launcher["spec"]
+    assert env["OMPI_MCA_plm_rsh_args"] == "-o ConnectionAttempts=10"
+    assert (owner["kind"], owner["name"]) == ("Job", "mpi-allreduce-launcher")
+    assert launcher["spec"]["restartPolicy"] == "OnFailure"
