@@ -45,7 +45,7 @@ XGBOOST_VERSION = "3.2.0"
 JAX_VERSION = "0.10.2"
 MPI4PY_VERSION = "4.1.2"
 PAUSE_VERSION = "3.10"
-BUSYBOX_VERSION = "1.35"  # Debian bookworm's busybox-static
+BUSYBOX_VERSION = "1.35"  # Debian bookworm's busybox
 
 # The machine's limits are lower than podman's default ulimits ("error setting rlimit type 7"), and crun
 # cannot create containers under this machine's hybrid cgroup v1 layout; runc can.
