@@ -146,6 +146,8 @@ class Outcome:
     written_job: dict[str, Any] | None = None
     """The job as the status write returned it (fresher than the cache)."""
     errors: list[str] = field(default_factory=list)
+    namespace_terminating: bool = False
+    """A write was refused because the job's namespace is being deleted: not an error to retry."""
 
 
 class Actor:
@@ -514,7 +516,10 @@ class Actor:
             async with self._in_flight:
                 await call
         except ApiStatusError as error:
-            outcome.errors.append(f"{what}: {error}")
+            if error.namespace_terminating:
+                outcome.namespace_terminating = True
+            else:
+                outcome.errors.append(f"{what}: {error}")
         except Exception as error:
             self._metrics.api_errors.labels(verb="transport", code="0").inc()
             outcome.errors.append(f"{what}: {type(error).__name__}: {error}")

@@ -207,6 +207,9 @@ class JobController:
         self._metrics.reconcile_seconds.labels(kind=self.kind).observe(elapsed)
         if outcome.errors:
             raise ReconcileError("; ".join(outcome.errors))
+        if outcome.namespace_terminating:  # nothing there can be written any more; the job goes with it
+            _log_outcome(self.kind, key, "dropped", reason="its namespace is being deleted")
+            return None
         state = decision.status.conditions[-1].type if decision.status.conditions else ""
         _log_outcome(
             self.kind,

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from kubetrain.kube.runtime.client import raise_for_status
+from kubetrain.kube.runtime.client import ApiStatusError, raise_for_status
 from kubetrain.kube.runtime.http import HttpApi
 
 log = logging.getLogger(__name__)
@@ -217,6 +217,11 @@ class EventRecorder:
                         await self._flush_repeats(item.key)
                 else:
                     await self._deliver(item)
+            except ApiStatusError as error:
+                if error.namespace_terminating:
+                    log.debug("event dropped, its namespace is being deleted: %s", error)
+                else:
+                    log.warning("could not post event: %s", error)
             except Exception as error:
                 log.warning("could not post event: %s", error)
             finally:

@@ -40,13 +40,24 @@ the limit here only keeps a burst of jobs from turning into a burst of 429s."""
 REQUEST_TIMEOUT_SECONDS = 10.0
 
 
+NAMESPACE_TERMINATING = "NamespaceTerminating"
+"""The cause of a 403 for a write into a namespace being deleted (metav1.StatusCause)."""
+
+
 class ApiStatusError(Exception):
     """The API server answered with an error status."""
 
-    def __init__(self, code: int, reason: str, message: str) -> None:
+    def __init__(self, code: int, reason: str, message: str, causes: tuple[str, ...] = ()) -> None:
         super().__init__(f"{code} {reason}: {message}" if message else f"{code} {reason}")
         self.code = code
         self.reason = reason
+        self.causes = causes
+
+    @property
+    def namespace_terminating(self) -> bool:
+        """A write refused because its namespace is being deleted: nothing to retry or report, as client-go's
+        event recorder and controllers treat it; the job goes with its namespace."""
+        return NAMESPACE_TERMINATING in self.causes
 
 
 def raise_for_status(response: HttpResponse | StreamResponse, body: bytes) -> None:
@@ -60,7 +71,13 @@ def raise_for_status(response: HttpResponse | StreamResponse, body: bytes) -> No
     message = str(status.get("message") or body[:200].decode(errors="replace"))
     if response.status_code == 410:
         raise ResourceExpiredError(message)
-    raise ApiStatusError(response.status_code, str(status.get("reason") or response.reason_phrase), message)
+    details = status.get("details")
+    causes = details.get("causes") if isinstance(details, dict) else None
+    cause_reasons = tuple(
+        str(cause.get("reason")) for cause in causes or () if isinstance(cause, dict) and cause.get("reason")
+    )
+    reason = str(status.get("reason") or response.reason_phrase)
+    raise ApiStatusError(response.status_code, reason, message, cause_reasons)
 
 
 @dataclass

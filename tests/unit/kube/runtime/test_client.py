@@ -130,3 +130,27 @@ async def test_a_zero_qps_bucket_never_waits() -> None:
 def test_a_rate_limit_needs_a_burst_of_at_least_one() -> None:
     with pytest.raises(ValueError, match="kube-api-burst"):
         TokenBucket(qps=5, burst=0)
+
+
+async def test_a_write_into_a_namespace_being_deleted_is_recognised_by_its_cause() -> None:
+    def terminating(_: httpx2.Request) -> httpx2.Response:
+        body = {
+            "kind": "Status",
+            "code": 403,
+            "reason": "Forbidden",
+            "message": "unable to create new content in namespace t because it is being terminated",
+            "details": {"causes": [{"reason": "NamespaceTerminating", "field": "metadata.namespace"}]},
+        }
+        return httpx2.Response(403, json=body)
+
+    source = ApiListWatch(mock_client(terminating), Pod)
+    with pytest.raises(ApiStatusError) as caught:
+        await source.list_page(limit=10, continue_token=None)
+    assert caught.value.namespace_terminating
+
+
+async def test_a_plain_forbidden_answer_is_not_a_terminating_namespace() -> None:
+    source = ApiListWatch(mock_client(lambda _: status(403, "Forbidden", "pods is forbidden")), Pod)
+    with pytest.raises(ApiStatusError) as caught:
+        await source.list_page(limit=10, continue_token=None)
+    assert not caught.value.namespace_terminating

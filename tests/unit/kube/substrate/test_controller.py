@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import httpx2
+import pytest
 
 from builders import job
 from kubetrain.engine.types import Traits
 from kubetrain.frameworks.registry import framework_for
 from kubetrain.kube.act import Actor
-from kubetrain.kube.controller import ChildStores, JobController
+from kubetrain.kube.controller import ChildStores, JobController, ReconcileError
 from kubetrain.kube.events import EventRecorder
 from kubetrain.kube.metrics import OperatorMetrics
 from kubetrain.kube.render import RenderSettings
@@ -64,6 +65,33 @@ async def test_the_watch_seeing_the_pod_settles_the_expectation_and_requeues_the
     jobs.on_child_change(ObjectChange(ChangeType.ADDED, None, pod), "pods", "j", "worker")
     assert expectations.satisfied(key)
     assert len(jobs.queue) == 1
+
+
+class TerminatingNamespaceApi(FakeApi):
+    """Refuses every write as an API server does in a namespace being deleted."""
+
+    def handle(self, request: httpx2.Request) -> httpx2.Response:
+        super().handle(request)
+        causes = [{"reason": "NamespaceTerminating", "field": "metadata.namespace"}]
+        body = {
+            "reason": "Forbidden",
+            "message": "namespace is being terminated",
+            "details": {"causes": causes},
+        }
+        return httpx2.Response(403, json=body)
+
+
+async def test_a_job_whose_namespace_is_being_deleted_is_dropped_not_retried_as_an_error() -> None:
+    api = TerminatingNamespaceApi()
+    jobs = controller(api, Expectations())
+
+    assert await jobs.reconcile("default/j") is None  # no ReconcileError: nothing to retry, no error logged
+    assert api.requests  # it did try to create the job's pods and services
+
+
+async def test_a_refused_write_for_any_other_reason_is_an_error_to_retry() -> None:
+    with pytest.raises(ReconcileError, match="403"):
+        await controller(FakeApi(status_code=403), Expectations()).reconcile("default/j")
 
 
 async def test_a_deleted_job_is_forgotten() -> None:
