@@ -91,7 +91,6 @@ def kubetrain_version() -> str:
     raise SystemExit(f"{KUBETRAIN_VERSION_FILE}: no __version__ line")
 
 
-_EXAMPLES = ("examples",)
 """What the PyTorch image copies in; the other framework images copy their own example only, so that
 editing one example does not rebuild (and re-import into the node) every multi-GB image."""
 RECIPES: dict[str, Recipe] = {
@@ -129,7 +128,7 @@ RECIPES: dict[str, Recipe] = {
             TORCH_VERSION,
             "images/pytorch/Containerfile",
             bases=("python",),
-            inputs=_EXAMPLES,
+            inputs=("examples/pytorch-ddp", "examples/pytorch-elastic"),
             build_args={"PIP_VERSION": PIP_VERSION, "TORCH_VERSION": TORCH_VERSION},
             pip_cache=True,
         ),
