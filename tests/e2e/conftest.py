@@ -35,6 +35,9 @@ def _say(message: str) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # The node lifecycle test starts and stops a node of its own: it must run before the session's node
+    # starts (one real node per machine), so it goes first whatever the file order.
+    items.sort(key=lambda item: item.path.name != "test_node_lifecycle.py")
     reasons = realnode.cannot_run_reasons()
     if not reasons:
         return

@@ -10,8 +10,8 @@ import pytest
 from kubetrain.envtest import controlplane, realnode
 from kubetrain.envtest.kubeapi import KubeApi
 
-# Runs first in the tier, before the session's node starts: one real node per machine. A shared dev node
-# (conftest's KUBETRAIN_E2E_ENVTEST_DIR) is that node, so there this test cannot run.
+# Runs first in the tier (conftest orders it), before the session's node starts: one real node per
+# machine. A shared dev node (conftest's KUBETRAIN_E2E_ENVTEST_DIR) is that node, so there it cannot run.
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.skipif(
