@@ -9,7 +9,9 @@ all ranks end with the same model.
 from __future__ import annotations
 
 import os
+import socket
 import sys
+import time
 
 import numpy as np
 import xgboost
@@ -17,6 +19,19 @@ from xgboost import collective
 from xgboost.tracker import RabitTracker
 
 ROUNDS = 20
+NAME_WAIT_SECONDS = 120.0
+
+
+def wait_until_resolvable(host: str) -> None:
+    """On Kubernetes the master's name (its headless service record) exists only once its pod is Ready, which
+    can be after a worker starts; XGBoost's tracker client looks the name up once and gives up."""
+    deadline = time.monotonic() + NAME_WAIT_SECONDS
+    while time.monotonic() < deadline:
+        try:
+            socket.getaddrinfo(host, None)
+            return
+        except socket.gaierror:
+            time.sleep(0.5)
 
 
 def shard(rank: int) -> tuple[np.ndarray, np.ndarray]:
@@ -34,6 +49,8 @@ def main() -> int:
     if rank == 0:
         tracker = RabitTracker(n_workers=world, host_ip=address, port=port, sortby="task")
         tracker.start()
+    else:
+        wait_until_resolvable(address)
 
     with collective.CommunicatorContext(
         dmlc_tracker_uri=address, dmlc_tracker_port=port, dmlc_task_id=str(rank), dmlc_retry=30

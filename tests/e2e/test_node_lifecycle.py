@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 
@@ -20,8 +19,12 @@ pytestmark = [
 ]
 
 
-def test_real_node_joins_ready_running_containerd_and_stop_leaves_nothing_behind(tmp_path: Path) -> None:
-    run_dir = tmp_path / "envtest"
+def test_real_node_joins_ready_running_containerd_and_stop_leaves_nothing_behind(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    # A short run directory: the kubelet's unix sockets live under it, and a socket path has at most 107
+    # bytes (the test's own tmp_path, named after it, left the kubelet unable to bind one).
+    run_dir = tmp_path_factory.mktemp("node")
     state = controlplane.start(run_dir, controlplane.EnvtestOptions(nodes=0, real_node=True))
     try:
         with KubeApi.from_kubeconfig(state.kubeconfig) as api:
