@@ -120,7 +120,10 @@ def run_example(cluster: RealCluster, example: str, image_name: str, tmp_path: P
                 job.pods[name] = pod
                 if pod.get("status", {}).get("phase") in ("Running", "Succeeded", "Failed"):
                     read = cluster.kubectl("logs", "-n", namespace, name, "--all-containers")
-                    if read.returncode == 0 and read.stdout:
+                    # A container removed between the pod read and this one answers 0 with the kubelet's
+                    # "unable to retrieve container logs for ..." as its text: keep the last real read.
+                    gone = read.stdout.startswith("unable to retrieve container logs")
+                    if read.returncode == 0 and read.stdout and not gone:
                         job.logs[name] = read.stdout
             if job.outcome is not None or time.monotonic() > deadline:
                 break
