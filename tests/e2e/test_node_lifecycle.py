@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from kubetrain.envtest import controlplane, realnode
+from kubetrain.envtest import controlplane, processes, realnode
 from kubetrain.envtest.kubeapi import KubeApi
 
 # Runs first in the tier (conftest orders it), before the session's node starts: one real node per
@@ -38,3 +38,29 @@ def test_real_node_joins_ready_running_containerd_and_stop_leaves_nothing_behind
     assert node["status"]["nodeInfo"]["containerRuntimeVersion"].startswith("containerd://")
     assert {"type": "InternalIP", "address": realnode.NODE_IP} in node["status"]["addresses"]
     assert realnode.leftovers(run_dir) == []
+
+
+def test_start_removes_a_bridge_whose_node_no_longer_runs(tmp_path_factory: pytest.TempPathFactory) -> None:
+    # A machine restart that keeps the network namespace kills the node's processes but keeps its bridge.
+    dead_run_dir = tmp_path_factory.mktemp("dead")
+    realnode.setup_network(dead_run_dir)
+    said: list[str] = []
+
+    realnode.clear_stale_node(said.append)
+
+    assert not realnode.BRIDGE_SYSFS.exists()
+    assert str(dead_run_dir) in said[0]
+
+
+def test_start_refuses_the_bridge_of_a_node_that_still_runs(tmp_path_factory: pytest.TempPathFactory) -> None:
+    live_run_dir = tmp_path_factory.mktemp("live")
+    realnode.setup_network(live_run_dir)
+    processes.spawn(live_run_dir, "kubelet", ["sleep", "60"])
+    try:
+        with pytest.raises(realnode.RealNodeError, match=f"still running from {live_run_dir}"):
+            realnode.clear_stale_node(lambda _: None)
+        assert realnode.BRIDGE_SYSFS.exists()
+    finally:
+        processes.terminate(live_run_dir, "kubelet")
+        realnode.clear_stale_node(lambda _: None)
+    assert not realnode.BRIDGE_SYSFS.exists()

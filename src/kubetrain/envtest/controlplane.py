@@ -340,12 +340,12 @@ def start(
     host = "127.0.0.1"
     if options.real_node:
         try:
-            realnode.check_no_other_node()
+            realnode.clear_stale_node(log)
         except realnode.RealNodeError as error:
             raise EnvtestError(str(error)) from error
         realnode.node_paths(run_dir).root.mkdir(parents=True)  # stop tears the node down when this exists
         try:
-            realnode.setup_network()
+            realnode.setup_network(run_dir)
         except BaseException:
             stop(run_dir)
             raise

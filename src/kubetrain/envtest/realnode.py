@@ -149,20 +149,62 @@ def _run(*command: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return result
 
 
-def check_no_other_node() -> None:
-    """One real node per machine: its bridge name and addresses are fixed. Checked before anything is made,
-    so the failed start's cleanup never touches the other node's bridge."""
-    if _run("ip", "link", "show", BRIDGE, check=False).returncode == 0:
-        raise RealNodeError(
-            f"the bridge {BRIDGE} exists already: another real node runs on this machine (one at a time), "
-            "or one was not stopped (`kubetrain envtest stop --dir` its run directory)"
+BRIDGE_SYSFS = Path("/sys/class/net") / BRIDGE
+
+
+def _bridge_holder() -> Path | None:
+    """The run directory that made the bridge: ``setup_network`` writes it as the bridge's alias."""
+    with contextlib.suppress(OSError):
+        alias = (BRIDGE_SYSFS / "ifalias").read_text().strip()
+        if alias:
+            return Path(alias)
+    return None
+
+
+def _holder_alive(holder: Path | None) -> bool:
+    """Whether the node that made the bridge still runs: any process its run directory recorded, or, for a
+    bridge without an alias, a kubelet started with the node's address."""
+    if holder is not None:
+        return any(
+            record is not None and record.is_running()
+            for record in (processes.read_record(holder, name) for name in processes.recorded(holder))
         )
+    for process in psutil.process_iter(["cmdline"]):
+        if f"--node-ip={NODE_IP}" in (process.info["cmdline"] or []):
+            return True
+    return False
 
 
-def setup_network() -> None:
+def clear_stale_node(log: Callable[[str], None]) -> None:
+    """One real node per machine: its bridge name and addresses are fixed. A bridge whose node still runs
+    stops this start (before anything is made, so the failed start's cleanup never touches the other node);
+    one whose node is gone (a crash, a machine restart that kept the network namespace) is torn down."""
+    if not BRIDGE_SYSFS.exists():
+        return
+    holder = _bridge_holder()
+    if _holder_alive(holder):
+        where = f" from {holder}" if holder is not None else ""
+        raise RealNodeError(
+            f"the bridge {BRIDGE} belongs to a real node that is still running{where} (one per machine): "
+            f"stop it first (`kubetrain envtest stop --dir {holder or '<its run directory>'}`)"
+        )
+    log(f"removing what a real node no longer running left behind ({holder or 'run directory unknown'})")
+    if holder is not None:
+        teardown(holder)
+        remove_network(holder)
+    else:
+        _kill_cgroup_processes()
+        _remove_cgroups()
+        _remove_iptables_rules()
+        _run("ip", "link", "del", BRIDGE, check=False)
+
+
+def setup_network(run_dir: Path) -> None:
     """The node's address on the pod bridge (made here, before the API server binds to it). The CNI bridge
-    plugin later finds the bridge and its gateway address already there and attaches pods to it."""
+    plugin later finds the bridge and its gateway address already there and attaches pods to it. The alias
+    names the run directory, so a later start can tell a live node's bridge from a dead one's."""
     _run("ip", "link", "add", BRIDGE, "type", "bridge")
+    _run("ip", "link", "set", BRIDGE, "alias", str(run_dir))
     _run("ip", "addr", "add", f"{NODE_IP}/{NODE_PREFIX}", "dev", BRIDGE)
     _run("ip", "link", "set", BRIDGE, "up")
 
