@@ -17,13 +17,20 @@ kind-specific facts (replica types, the scaled replica type, extra rules) to :fu
 
 from __future__ import annotations
 
+import ast
+import functools
+import inspect
+import itertools
 import json
 import re
+import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
+from pydantic import BaseModel
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
+from pydantic_core import core_schema
 
 from kubetrain.api.jobs import GROUP, TrainingJob
 from kubetrain.api.podtemplate import pod_template_schema
@@ -128,6 +135,8 @@ def crd_for(
 
 def to_yaml(crd: Mapping[str, Any]) -> str:
     """One CRD as the YAML document ``kubectl apply`` takes (keys sorted, like controller-gen)."""
+    import yaml  # only the CRD printers need it
+
     return yaml.safe_dump(dict(crd), sort_keys=True, width=100)
 
 
@@ -160,12 +169,55 @@ def schema_node(schema: Schema, path: str) -> Schema:
 
 
 def structural_schema(model: type[TrainingJob]) -> Schema:
-    raw = model.model_json_schema(by_alias=True, mode="validation")
+    raw = model.model_json_schema(by_alias=True, mode="validation", schema_generator=_DocumentedSchema)
     definitions = raw.pop("$defs", {})
     return _structural(raw, definitions, ())
 
 
 _DROPPED = {"title", "default", "$defs"}
+
+
+class _DocumentedSchema(GenerateJsonSchema):
+    """Pydantic's JSON schema with each field's attribute docstring as its description (unless the field
+    has one of its own), as ``use_attribute_docstrings`` would give, read only when a schema is made."""
+
+    def model_schema(self, schema: core_schema.ModelSchema) -> JsonSchemaValue:
+        json_schema = super().model_schema(schema)
+        model = schema["cls"]
+        properties = json_schema.get("properties")
+        if not issubclass(model, BaseModel) or not isinstance(properties, dict):
+            return json_schema
+        docstrings = _attribute_docstrings(model)
+        for name, field in model.model_fields.items():
+            key = field.alias or name
+            if key in properties and name in docstrings and field.description is None:
+                properties[key]["description"] = docstrings[name]
+        return json_schema
+
+
+@functools.cache
+def _attribute_docstrings(model: type[BaseModel]) -> dict[str, str]:
+    """``{field: docstring}`` for the string literals that follow annotated fields in the class body and its
+    bases' (a subclass's own wins)."""
+    found: dict[str, str] = {}
+    for cls in reversed(model.__mro__):
+        if not issubclass(cls, BaseModel) or cls is BaseModel:
+            continue
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+        except (OSError, TypeError):
+            continue
+        body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+        for statement, following in itertools.pairwise(body):
+            if (
+                isinstance(statement, ast.AnnAssign)
+                and isinstance(statement.target, ast.Name)
+                and isinstance(following, ast.Expr)
+                and isinstance(following.value, ast.Constant)
+                and isinstance(following.value.value, str)
+            ):
+                found[statement.target.id] = inspect.cleandoc(following.value.value)
+    return found
 
 
 def _structural(node: Schema, definitions: Mapping[str, Schema], resolving: tuple[str, ...]) -> Schema:

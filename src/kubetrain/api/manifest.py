@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
 from pydantic import ValidationError
 
 from kubetrain.api.crd import replica_map_field
 from kubetrain.api.errors import FieldError, InvalidJobError, from_pydantic
 from kubetrain.api.jobs import JOB_MODELS, TrainingJob
+
+if TYPE_CHECKING:
+    import yaml
 
 MODELS_BY_TYPE: dict[tuple[str, str], type[TrainingJob]] = {
     (model.API_VERSION, model.KIND): model for model in JOB_MODELS
@@ -116,35 +119,42 @@ def _nesting_errors(obj: Mapping[str, Any]) -> list[FieldError]:
     return []
 
 
-_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: ~10x faster
+@functools.cache
+def _unique_key_loader() -> type[yaml.SafeLoader]:
+    """libyaml's ``SafeLoader`` (about 10x faster) that refuses a key written twice in one mapping, as
+    ``kubectl`` does: PyYAML would silently keep the last value, so the job would run with a setting its
+    author did not see. Made on first use: commands that read no YAML (``get``) skip importing yaml."""
+    import yaml
 
+    safe_loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-class _UniqueKeyLoader(_SafeLoader):  # type: ignore[valid-type,misc]
-    """``SafeLoader`` that refuses a key written twice in one mapping, as ``kubectl`` does: PyYAML
-    would silently keep the last value, so the job would run with a setting its author did not see."""
+    class UniqueKeyLoader(safe_loader):  # type: ignore[valid-type,misc]
+        def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue  # `<<: *anchor` may be overridden by the keys written beside it
+                key = self.construct_object(key_node, deep=deep)
+                if isinstance(key, list | dict):
+                    raise yaml.constructor.ConstructorError(
+                        None, None, "a mapping key must be a scalar", key_node.start_mark
+                    )
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {key!r}", key_node.start_mark
+                    )
+                seen.add(key)
+            mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+            return mapping
 
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue  # `<<: *anchor` may be overridden by the keys written beside it
-            key = self.construct_object(key_node, deep=deep)
-            if isinstance(key, list | dict):
-                raise yaml.constructor.ConstructorError(
-                    None, None, "a mapping key must be a scalar", key_node.start_mark
-                )
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r}", key_node.start_mark
-                )
-            seen.add(key)
-        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
-        return mapping
+    return UniqueKeyLoader
 
 
 def load_documents(text: str) -> list[dict[str, Any]]:
+    import yaml
+
     try:
-        docs = [d for d in yaml.load_all(text, Loader=_UniqueKeyLoader) if d is not None]
+        docs = [d for d in yaml.load_all(text, Loader=_unique_key_loader()) if d is not None]
     except yaml.YAMLError as error:
         raise InvalidJobError([FieldError("", f"not valid YAML: {error}")]) from None
     except (ValueError, RecursionError) as error:

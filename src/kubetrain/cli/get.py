@@ -9,7 +9,6 @@ from enum import StrEnum
 from pathlib import Path
 
 import typer
-from rich.table import Table
 
 from kubetrain.api.jobs import TrainingJob
 from kubetrain.cli import tables
@@ -61,6 +60,8 @@ def _rows(client: TrainingClient, jobs: list[TrainingJob]) -> list[tables.JobRow
 
 
 def _print_table(rows: list[tables.JobRow], header: list[str], with_header: bool) -> None:
+    from rich.table import Table  # only when there are rows to print
+
     table = Table(box=None, pad_edge=False, show_header=with_header, header_style="bold")
     for column in header:
         table.add_column(column, no_wrap=True)

@@ -13,10 +13,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import typer
-from rich.console import Console
 
 from kubetrain.api.errors import InvalidJobError
 from kubetrain.api.jobs import TrainingJob
@@ -29,6 +28,9 @@ from kubetrain.sdk.errors import (
     TrainingApiError,
 )
 from kubetrain.sdk.kinds import KINDS, JobKind, resolve_kind
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -149,6 +151,8 @@ def _where(client: TrainingClient) -> str:
 
 def console(stderr: bool = False) -> Console:
     """Rich output that keeps long rows whole when piped, and no colour under ``NO_COLOR``."""
+    from rich.console import Console  # not for the commands that print plain text
+
     stream = sys.stderr if stderr else sys.stdout
     width = None if stream.isatty() else 250
     return Console(

@@ -14,7 +14,7 @@ from kubetrain.cli.errors import fail_invalid
 from kubetrain.cli.output import to_json, to_yaml
 from kubetrain.kube.plan import kubernetes_plan
 from kubetrain.local.plan import plan_for
-from kubetrain.local.substrate import Runtime
+from kubetrain.local.runtime import Runtime
 
 
 class Target(StrEnum):

@@ -13,8 +13,9 @@ from kubetrain.engine.admission import admit
 from kubetrain.local.containers import ContainerEngineError, make_substrate
 from kubetrain.local.gpus import GpuShortageError, detect_gpus
 from kubetrain.local.runner import LocalRun, Outcome, RunOptions
+from kubetrain.local.runtime import Runtime
 from kubetrain.local.state import STATE_DIR_ENV, RunDirectory, default_state_dir
-from kubetrain.local.substrate import ProcessOptions, Runtime
+from kubetrain.local.substrate import ProcessOptions
 
 EXIT_SUCCEEDED = 0
 EXIT_FAILED = 1

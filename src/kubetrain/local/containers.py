@@ -54,13 +54,13 @@ from kubetrain.local.container_run import (
 from kubetrain.local.gpus import assign_gpus
 from kubetrain.local.logs import ReplicaLog
 from kubetrain.local.process import InPlaceRestart, LaunchSpec, ReplicaProcess, kill_group
+from kubetrain.local.runtime import Runtime
 from kubetrain.local.substrate import (
     ProcessOptions,
     ProcessSubstrate,
     Replica,
     ReplicaKey,
     RunContext,
-    Runtime,
     Substrate,
     gpu_requests,
 )

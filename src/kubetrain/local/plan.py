@@ -32,8 +32,9 @@ from kubetrain.local.container_run import (
 from kubetrain.local.containers import plan_containers
 from kubetrain.local.launch import container_env, launch_spec, main_container
 from kubetrain.local.ports import ReplicaKey, allocate_addressing
+from kubetrain.local.runtime import Runtime
 from kubetrain.local.state import RunDirectory, default_state_dir
-from kubetrain.local.substrate import RunContext, Runtime
+from kubetrain.local.substrate import RunContext
 
 TRAITS = Traits(colocated=True)
 CONTAINER_TRAITS = Traits(colocated=False)

@@ -23,8 +23,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 STATE_DIR_ENV = "KUBETRAIN_STATE_DIR"
 STATUS_FILE = "status.json"
 
@@ -71,6 +69,8 @@ class RunRecord:
         return str(self.job.get("metadata", {}).get("name", ""))
 
     def runner_alive(self) -> bool:
+        import psutil  # not for listing an empty state directory
+
         try:
             started = float(psutil.Process(self.runner_pid).create_time())
             return abs(started - self.runner_started_at) < 1.0

@@ -13,7 +13,6 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -29,14 +28,6 @@ from kubetrain.local.process import LaunchSpec, ProcessState, ReplicaProcess
 from kubetrain.local.state import RunDirectory
 
 ReplicaKey = tuple[str, int]
-
-
-class Runtime(StrEnum):
-    """``--runtime``: what runs each replica locally."""
-
-    PROCESS = "process"
-    PODMAN = "podman"
-    DOCKER = "docker"
 
 
 class Replica(Protocol):

@@ -18,8 +18,6 @@ from typing import TYPE_CHECKING, Any
 from kubetrain.api.common import ConditionType, JobCondition
 from kubetrain.api.jobs import TrainingJob
 from kubetrain.api.manifest import parse_job
-from kubetrain.engine.admission import admit
-from kubetrain.engine.types import CLUSTER_CEILING
 from kubetrain.frameworks.labels import (
     JOB_NAME_LABEL,
     JOB_ROLE_LABEL,
@@ -156,6 +154,9 @@ class TrainingClient:
                 )
             )
         # Refused here with the field named, rather than by the API server or the operator later.
+        from kubetrain.engine.admission import admit  # the engine: only for the commands that create
+        from kubetrain.engine.types import CLUSTER_CEILING
+
         admit(model, limits=CLUSTER_CEILING)
         target = self._namespace(namespace or model.metadata.namespace)
         model = model.model_copy(update={"metadata": model.metadata.model_copy(update={"namespace": target})})

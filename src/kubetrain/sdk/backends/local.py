@@ -20,15 +20,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from kubetrain.api.common import ConditionStatus, ConditionType, JobCondition
 from kubetrain.api.jobs import TrainingJob
 from kubetrain.api.manifest import parse_job
-from kubetrain.engine.admission import admit
 from kubetrain.frameworks.registry import framework_for
+from kubetrain.local.runtime import Runtime
 from kubetrain.local.state import ReplicaRecord, RunDirectory, RunRecord, default_state_dir, list_runs
-from kubetrain.local.substrate import Runtime
 from kubetrain.sdk.backends.base import JobEvent, LogLine
 from kubetrain.sdk.errors import (
     JobExistsError,
@@ -92,6 +89,8 @@ class LocalBackend:
     # --- jobs ----------------------------------------------------------------------------------
 
     def create(self, job: TrainingJob, *, dry_run: bool = False) -> TrainingJob:
+        from kubetrain.engine.admission import admit  # the engine: only for the commands that create
+
         admitted = admit(job)
         if not admitted.name:
             raise ValueError("metadata.name: Required value: name the job (it names the local run)")
@@ -130,6 +129,8 @@ class LocalBackend:
         current = self.get(kind, namespace, name)
         directory = RunDirectory(self.state_dir, name)
         manifest = _merge(self._manifest(directory, current), patch)
+        from kubetrain.engine.admission import admit
+
         changed = admit(parse_job(manifest, strict=True))
         self._stop(directory)
         self._start(directory, changed)
@@ -219,6 +220,8 @@ class LocalBackend:
         manifest = directory.root / MANIFEST_FILE
         wire = job.to_wire()
         wire.pop("status", None)
+        import yaml
+
         manifest.write_text(yaml.safe_dump(wire, sort_keys=False), encoding="utf-8")
         runner_log = directory.root / RUNNER_LOG_FILE
         with runner_log.open("wb") as log:
@@ -288,6 +291,8 @@ class LocalBackend:
     def _manifest(self, directory: RunDirectory, job: TrainingJob) -> dict[str, Any]:
         path = directory.root / MANIFEST_FILE
         if path.exists():
+            import yaml
+
             loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
             if isinstance(loaded, dict):
                 return loaded
