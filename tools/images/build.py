@@ -61,6 +61,37 @@ WHEELHOUSE = Path(
     or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kubetrain" / "wheels"
 )
 
+# A machine may carry wheels of its own where pip looks first (PIP_FIND_LINKS: some carry a CPU build of
+# torch, a tenth of the CUDA one and its nvidia-* libraries). Builds see the same directories, read-only,
+# so an image gets what the host's venv got.
+FIND_LINKS_MOUNT = "/find-links"
+
+
+def host_find_links() -> list[Path]:
+    """The existing directories named in the host's ``PIP_FIND_LINKS`` (URLs are left to pip's network)."""
+    named = os.environ.get("PIP_FIND_LINKS", "").split()
+    return [Path(entry) for entry in named if "://" not in entry and Path(entry).is_dir()]
+
+
+def find_links_volumes() -> list[str]:
+    """``--volume`` flags giving the build the host's find-links directories and a pip.conf naming them:
+    a mounted config rather than a build argument, so the Containerfiles and their layers stay the same
+    on machines without such wheels."""
+    directories = host_find_links()
+    if not directories:
+        return []
+    mounts = [f"{FIND_LINKS_MOUNT}/{index}" for index in range(len(directories))]
+    config = WHEELHOUSE.parent / "find-links-pip.conf"
+    config.write_text("[global]\nfind-links =\n" + "".join(f"    {mount}\n" for mount in mounts))
+    volumes = ["--volume", f"{config}:/etc/pip.conf:ro"]
+    for mount, directory in zip(mounts, directories, strict=True):
+        volumes += ["--volume", f"{directory}:{mount}:ro"]
+    return volumes
+
+
+def _find_links_files() -> list[str]:
+    return sorted(f"{d}/{f.name}" for d in host_find_links() for f in d.iterdir() if f.is_file())
+
 
 @dataclass(frozen=True)
 class Recipe:
@@ -214,6 +245,9 @@ def recipe_hash(name: str) -> str:
         digest.update((ROOT / recipe.containerfile).read_bytes())
     for path in _input_files(recipe):
         digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
+    if recipe.pip_cache:
+        # A wheel added to (or removed from) the host's find-links changes what pip would install.
+        digest.update("\0".join(_find_links_files()).encode())
     for base in recipe.bases:
         digest.update(recipe_hash(base).encode())
     return digest.hexdigest()[:32]
@@ -284,6 +318,7 @@ def _build_containerfile(recipe: Recipe, digest: str, rebuild: bool) -> None:
     if recipe.pip_cache:
         WHEELHOUSE.mkdir(parents=True, exist_ok=True)
         command += ["--volume", f"{WHEELHOUSE}:/wheels"]
+        command += find_links_volumes()
     _check(_run([*command, str(ROOT / recipe.context)]), f"podman build of {recipe.reference}")
 
 

@@ -20,7 +20,6 @@ from kubetrain.cli.jobs import (
     StateDirOption,
     Target,
     complete_kind,
-    console,
     find_job,
     kind_name,
     reported_errors,
@@ -56,25 +55,13 @@ def _jobs(
 
 def _rows(client: TrainingClient, jobs: list[TrainingJob]) -> list[tables.JobRow]:
     now = datetime.now(UTC)
-    return [tables.job_row(job, client.get_job_pods(job.name, job.namespace), now) for job in jobs]
+    return [tables.job_row(job, client.get_job_restarts(job.name, job.namespace), now) for job in jobs]
 
 
 def _print_table(rows: list[tables.JobRow], header: list[str], with_header: bool) -> None:
-    from rich.table import Table  # only when there are rows to print
-
-    table = Table(box=None, pad_edge=False, show_header=with_header, header_style="bold")
-    for column in header:
-        table.add_column(column, no_wrap=True)
-    for row in rows:
-        table.add_row(*tables.cells(row, header))
-    out = console()
-    if out.is_terminal:
-        out.print(table)
-        return
-    # Piped output is for awk and grep: no padding after the last column.
-    with out.capture() as captured:
-        out.print(table)
-    typer.echo("\n".join(line.rstrip() for line in captured.get().splitlines()))
+    # kubectl's plain columns, on a terminal and in a pipe alike (awk and grep read them).
+    text = tables.plain_table(header, [tables.cells(row, header) for row in rows])
+    typer.echo(text if with_header else text.split("\n", 1)[1])
 
 
 def _wire(job: TrainingJob) -> dict[str, object]:

@@ -162,7 +162,6 @@ def operator(
 
     Example: kubetrain operator --kubeconfig ~/.kube/config --enable-scheme pytorchjob --leader-elect
     """
-    logs.configure(log_level)
     init = InitSettings(
         pytorch_init_image=pytorch_init_container_image,
         pytorch_init_max_tries=pytorch_init_container_max_tries,
@@ -185,6 +184,8 @@ def operator(
         cluster_domain=os.environ.get(CLUSTER_DOMAIN_ENV) or None,
         limits=ReplicaLimits(per_type=max_replicas_per_type, per_job=max_replicas_per_job),
     )
+    # After every flag is read: a refused flag leaves the caller's logging (a test runner's) as it was.
+    logs.configure(log_level)
     try:
         code = asyncio.run(_run(kubeconfig, kube_api_qps, kube_api_burst, settings))
     except MissingCrdError as error:

@@ -49,12 +49,9 @@ def replicas(job: TrainingJob) -> str:
     return " ".join(parts)
 
 
-def restarts(job: TrainingJob, pods: Sequence[Pod]) -> int:
+def restarts(job: TrainingJob, live_restarts: int) -> int:
     """Restarts of live pods plus those of pods already replaced (kept in the job's status)."""
-    live = sum(
-        status.restartCount for pod in pods if pod.status for status in pod.status.containerStatuses or []
-    )
-    return live + sum(s.restarts for s in job.status.replica_statuses.values())
+    return live_restarts + sum(s.restarts for s in job.status.replica_statuses.values())
 
 
 def qualified_name(job: TrainingJob) -> str:
@@ -76,7 +73,7 @@ class JobRow:
     created: str
 
 
-def job_row(job: TrainingJob, pods: Sequence[Pod], now: datetime) -> JobRow:
+def job_row(job: TrainingJob, live_restarts: int, now: datetime) -> JobRow:
     last = job.status.conditions[-1] if job.status.conditions else None
     created = job.metadata.creation_timestamp or job.status.start_time
     return JobRow(
@@ -85,7 +82,7 @@ def job_row(job: TrainingJob, pods: Sequence[Pod], now: datetime) -> JobRow:
         name=job.name,
         state=state(job),
         replicas=replicas(job),
-        restarts=restarts(job, pods),
+        restarts=restarts(job, live_restarts),
         age=age(created, now),
         message=(last.message or "") if last is not None else "",
         created=created.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if created else "",

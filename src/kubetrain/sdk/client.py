@@ -391,6 +391,11 @@ class TrainingClient:
             self._namespace(namespace), name, pod_labels(name, is_master, replica_type, replica_index)
         )
 
+    def get_job_restarts(self, name: str, namespace: str | None = None) -> int:
+        """Container restarts of the job's live pods (kubetrain's: what ``kubetrain get`` shows, without
+        listing the pods as models)."""
+        return self.backend.restarts(self._namespace(namespace), name)
+
     def get_job_pod_names(
         self,
         name: str,

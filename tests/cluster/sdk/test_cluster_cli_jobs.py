@@ -45,9 +45,12 @@ def kubetrain(envtest: EnvtestCluster, namespace: str) -> Any:
     return invoke
 
 
-def submit(kubetrain: Any, tmp_path: Path, name: str) -> None:
+def submit(kubetrain: Any, tmp_path: Path, name: str, restart_policy: str = "Never") -> None:
+    job = pytorch_job(name)
+    for spec in job["spec"]["pytorchReplicaSpecs"].values():
+        spec["restartPolicy"] = restart_policy
     path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(pytorch_job(name)))
+    path.write_text(yaml.safe_dump(job))
     result = kubetrain("submit", str(path))
     assert result.stdout == f"pytorchjob.kubeflow.org/{name} created\n", result.stderr
 
@@ -182,3 +185,20 @@ def test_a_dry_run_is_checked_by_the_server_and_creates_nothing(kubetrain: Any, 
     printed = yaml.safe_load(kubetrain("submit", str(path), "--dry-run").stdout)
     assert printed["metadata"]["uid"]
     assert kubetrain("get", "pytorchjob", "draft").exit_code == 1
+
+
+@pytest.mark.usefixtures("operator")
+def test_get_shows_the_restarts_of_the_jobs_live_pods(
+    kubetrain: Any, tmp_path: Path, kube_api: KubeApi, namespace: str, pod_driver: PodDriver
+) -> None:
+    submit(kubetrain, tmp_path, "bumpy", restart_policy="OnFailure")
+    for pod in pods_of(kube_api, namespace, 2):
+        pod_driver.run((namespace, pod))
+    pod_driver.restart((namespace, "bumpy-worker-0"))
+    pod_driver.restart((namespace, "bumpy-worker-0"))
+
+    def restarts_column() -> str | None:
+        row = kubetrain("get", "pytorchjob", "bumpy").stdout.splitlines()[1].split()
+        return row[-2] if row[-2] == "2" else None
+
+    assert eventually(restarts_column) == "2"

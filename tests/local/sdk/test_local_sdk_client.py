@@ -196,3 +196,18 @@ def test_scaling_a_local_run_restarts_it_with_the_new_worker_count(client: Train
         assert client.get_job_pod_names("wide", replica_type="worker") == ["wide-worker-0", "wide-worker-1"]
     finally:
         client.delete_job("wide")
+
+
+def test_restarts_count_each_in_place_restart_of_a_replica(client: TrainingClient, tmp_path: Path) -> None:
+    marker = tmp_path / "failed-once"
+    fail_once = (
+        f"import pathlib, sys\nm = pathlib.Path({str(marker)!r})\nif not m.exists(): m.touch(); sys.exit(1)"
+    )
+    job = pytorch_job("restarts", fail_once)
+    job["spec"]["pytorchReplicaSpecs"]["Master"]["restartPolicy"] = "OnFailure"
+    client.create_job(job)
+
+    finished = wait(client, "restarts")
+
+    assert client.get_job_restarts("restarts") == 1
+    assert sum(s.restarts for s in finished.status.replica_statuses.values()) == 0  # none replaced

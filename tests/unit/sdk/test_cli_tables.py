@@ -58,11 +58,11 @@ def test_replicas_are_active_of_desired_per_type_in_spec_order() -> None:
 
 
 def test_restarts_add_live_pods_restarts_to_those_of_replaced_pods() -> None:
-    assert tables.restarts(running_job(), [pod("mnist-worker-0", 2), pod("mnist-worker-1", 0)]) == 3
+    assert tables.restarts(running_job(), live_restarts=2) == 3
 
 
 def test_a_row_has_the_printer_columns_values() -> None:
-    row = tables.job_row(running_job(), [], NOW)
+    row = tables.job_row(running_job(), 0, NOW)
     header = tables.columns(all_namespaces=False, several_kinds=False, wide=False)
     assert header == ["NAME", "STATE", "REPLICAS", "RESTARTS", "AGE"]
     assert tables.cells(row, header) == ["mnist", "Running", "Master 1/1 Worker 2/3", "1", "5m"]

@@ -70,6 +70,10 @@ class Backend(Protocol):
         """The job's pods carrying ``labels`` (locally: one synthesized Pod per replica process)."""
         ...
 
+    def restarts(self, namespace: str, job_name: str) -> int:
+        """Container restarts of the job's live pods (``get``'s RESTARTS without building Pod models)."""
+        ...
+
     def logs(
         self,
         namespace: str,

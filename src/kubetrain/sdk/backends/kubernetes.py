@@ -22,6 +22,7 @@ from lightkube.types import CascadeType, PatchType
 from kubetrain.api.errors import InvalidJobError
 from kubetrain.api.jobs import TrainingJob
 from kubetrain.api.manifest import job_shell, parse_job
+from kubetrain.frameworks.labels import JOB_NAME_LABEL
 from kubetrain.sdk.backends.base import JobEvent, LogLine
 from kubetrain.sdk.errors import (
     AccessDeniedError,
@@ -270,6 +271,10 @@ class KubernetesBackend:
             lambda: list(self.client.list(Pod, namespace=namespace, labels=dict(labels))),
         )
         return sorted(found, key=lambda p: (p.metadata.name or "") if p.metadata else "")
+
+    def restarts(self, namespace: str, job_name: str) -> int:
+        pods = self.pods(namespace, job_name, {JOB_NAME_LABEL: job_name})
+        return sum(s.restartCount for p in pods if p.status for s in p.status.containerStatuses or [])
 
     def logs(
         self,

@@ -176,6 +176,10 @@ class LocalBackend:
         pods = [_pod(job, replica) for replica in record.replicas]
         return [p for p in pods if all((p.metadata.labels or {}).get(k) == v for k, v in labels.items())]  # type: ignore[union-attr]
 
+    def restarts(self, namespace: str, job_name: str) -> int:
+        record = RunDirectory(self.state_dir, job_name).read()
+        return sum(replica.restarts for replica in record.replicas) if record is not None else 0
+
     def logs(
         self,
         namespace: str,
