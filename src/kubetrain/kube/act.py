@@ -241,11 +241,11 @@ class Actor:
 
     async def _create_service(self, target: Target, action: CreateService, outcome: Outcome) -> None:
         job, framework = target.job, target.framework
-        plan = plan_replica(job, action.replica_type, action.index, self._addressing, framework)
-        manifest = render_service(job, plan, framework)
+        manifest = render_service(job, action.replica_type, action.index, framework)
         key = self._services_key(target, action.replica_type)
+        name = manifest["metadata"]["name"]
         created = await self._create(
-            key, f"/api/v1/namespaces/{job.namespace}/services", manifest, target, "Service", plan.name
+            key, f"/api/v1/namespaces/{job.namespace}/services", manifest, target, "Service", name
         )
         outcome.created += created
 

@@ -50,5 +50,5 @@ def kubernetes_plan(job: TrainingJob, gang_scheduler: str | None = None) -> list
         pod = render_pod(job, plan, framework, addressing, settings).manifest
         objects.append(as_batch_job(job, pod) if framework.runs_as_batch_job(job, replica_type) else pod)
         if framework.per_replica_services:
-            objects.append(render_service(job, plan, framework))
+            objects.append(render_service(job, replica_type, index, framework))
     return objects

@@ -170,20 +170,28 @@ def _owned(job: TrainingJob, obj: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
-def render_service(job: TrainingJob, plan: ReplicaPlan, framework: Framework[Any]) -> dict[str, Any]:
+def render_service(
+    job: TrainingJob, replica_type: str, index: int, framework: Framework[Any]
+) -> dict[str, Any]:
     """The headless Service named like its pod, selecting exactly that pod.
 
-    Its ports are the default container's (name and port only, as upstream).
+    Its ports are the default container's (name and port only, as upstream). Read from the job's template
+    as it is: a service needs none of the copy and env a pod's plan makes.
     """
-    selector = {key: plan.labels[key] for key in SERVICE_SELECTOR_LABELS}
-    containers = (plan.template.get("spec") or {}).get("containers") or []
+    template = job.replica_specs[replica_type].template
+    labels = {
+        **((template.get("metadata") or {}).get("labels") or {}),
+        **framework.replica_labels(job, replica_type, index),
+    }
+    selector = {key: labels[key] for key in SERVICE_SELECTOR_LABELS}
+    containers = (template.get("spec") or {}).get("containers") or []
     main = next((c for c in containers if c.get("name") == framework.default_container), None)
     ports = [{"name": p.get("name"), "port": p.get("containerPort")} for p in (main or {}).get("ports") or []]
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {
-            "name": plan.name,
+            "name": framework.pod_name(job, replica_type, index),
             "namespace": job.namespace,
             "labels": dict(selector),
             "ownerReferences": [owner_reference(job)],

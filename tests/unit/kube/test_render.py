@@ -70,7 +70,7 @@ def test_a_user_chosen_scheduler_is_kept_under_gang_scheduling() -> None:
 
 def test_service_is_headless_selects_its_pod_and_exposes_the_default_containers_ports() -> None:
     pytorch = _pytorch()
-    service = render_service(pytorch, plan_replica(pytorch, "Master", 0, ADDRESSING), framework_for(pytorch))
+    service = render_service(pytorch, "Master", 0, framework_for(pytorch))
     assert service["spec"] == {
         "clusterIP": "None",
         "selector": {
