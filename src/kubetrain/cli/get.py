@@ -60,8 +60,8 @@ def _rows(client: TrainingClient, jobs: list[TrainingJob]) -> list[tables.JobRow
 
 def _print_table(rows: list[tables.JobRow], header: list[str], with_header: bool) -> None:
     # kubectl's plain columns, on a terminal and in a pipe alike (awk and grep read them).
-    text = tables.plain_table(header, [tables.cells(row, header) for row in rows])
-    typer.echo(text if with_header else text.split("\n", 1)[1])
+    lines = tables.plain_table(header, [tables.cells(row, header) for row in rows]).splitlines()
+    typer.echo("\n".join(lines if with_header else lines[1:]))
 
 
 def _wire(job: TrainingJob) -> dict[str, object]:

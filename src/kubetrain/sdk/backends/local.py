@@ -126,11 +126,11 @@ class LocalBackend:
         ]
 
     def patch(self, kind: JobKind, namespace: str, name: str, patch: Mapping[str, Any]) -> TrainingJob:
+        from kubetrain.engine.admission import admit
+
         current = self.get(kind, namespace, name)
         directory = RunDirectory(self.state_dir, name)
         manifest = _merge(self._manifest(directory, current), patch)
-        from kubetrain.engine.admission import admit
-
         changed = admit(parse_job(manifest, strict=True))
         self._stop(directory)
         self._start(directory, changed)
