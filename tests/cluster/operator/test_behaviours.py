@@ -103,7 +103,7 @@ def test_ttl_after_finished_deletes_the_job(
     kube_api: KubeApi, namespace: str, pod_driver: PodDriver, start_operator: StartOperator
 ) -> None:
     start_operator()
-    create_job(kube_api, namespace, pytorch_job("j", workers=1, ttlSecondsAfterFinished=2))
+    create_job(kube_api, namespace, pytorch_job("j", workers=1, ttlSecondsAfterFinished=3))
     wait_pods(kube_api, namespace, ["j-master-0", "j-worker-0"])
     pod_driver.succeed((namespace, "j-master-0"))
     wait_condition(kube_api, "PyTorchJob", namespace, "j", "Succeeded")

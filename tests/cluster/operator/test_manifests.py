@@ -171,7 +171,9 @@ def test_the_operator_runs_a_job_to_ttl_deletion_as_its_service_account(
     start_operator(
         "--kubeconfig", str(kubeconfig), "--leader-elect", "--leader-election-namespace", namespace
     )
-    create_job(kube_api, namespace, pytorch_job("j", workers=1, ttlSecondsAfterFinished=1))
+    # completionTime has a precision of seconds, so a 1 s TTL can run out milliseconds after Succeeded,
+    # before a poll sees the condition (CI saw the job gone): 3 s leaves the poll two at least.
+    create_job(kube_api, namespace, pytorch_job("j", workers=1, ttlSecondsAfterFinished=3))
     wait_pods(kube_api, namespace, ["j-master-0", "j-worker-0"])
     pod_driver.run((namespace, "j-master-0"))
     pod_driver.succeed((namespace, "j-master-0"))
