@@ -14,16 +14,15 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from e2e.realpods import RealCluster, wait_until
+from e2e.realpods import RealCluster, scratch_namespace, wait_until
 from kubetrain.envtest import controlplane, coscheduler, realnode
-from kubetrain.envtest.kubeapi import ApiError, KubeApi
+from kubetrain.envtest.kubeapi import KubeApi
 
 OVERLAY = Path(__file__).resolve().parent / "operator-overlay"
 SHARED_RUN_DIR_ENV = "KUBETRAIN_E2E_ENVTEST_DIR"
@@ -103,17 +102,5 @@ def operator(real_cluster: RealCluster, gang_scheduler: str) -> Iterator[RealClu
 def namespace(real_cluster: RealCluster, request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh namespace, with its default ServiceAccount (real pods mount its token), deleted after."""
     stem = re.sub(r"[^a-z0-9-]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
-    name = f"{stem}-{secrets.token_hex(3)}"
-    api = real_cluster.api
-    api.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    wait_until(
-        f"the default ServiceAccount of {name}",
-        lambda: api.exists(f"/api/v1/namespaces/{name}/serviceaccounts/default"),
-        30.0,
-    )
-    yield name
-    try:
-        api.delete(f"/api/v1/namespaces/{name}")
-    except ApiError as error:
-        if error.code != 404:
-            raise
+    with scratch_namespace(real_cluster, stem) as name:
+        yield name

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import secrets
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kubetrain.envtest import binaries, realnode
-from kubetrain.envtest.kubeapi import KubeApi
+from kubetrain.envtest.kubeapi import ApiError, KubeApi
 
 # The test pods' image: the Debian base of tools/images, whose python does the DNS and TCP checks.
 TEST_IMAGE = "localhost/kubetrain/python:3.11-bookworm"
@@ -76,3 +79,26 @@ def wait_for_phase(api: KubeApi, namespace: str, name: str, phases: tuple[str, .
         return dict(wait_until(f"pod {namespace}/{name} in {'/'.join(phases)}", reached))
     except AssertionError as error:
         raise AssertionError(f"{error}; last status: {api.get(path).get('status')}") from error
+
+
+@contextlib.contextmanager
+def scratch_namespace(cluster: RealCluster, stem: str) -> Iterator[str]:
+    """A fresh namespace ``<stem>-<random>``, with its default ServiceAccount (real pods mount its token),
+    deleted afterwards without waiting for its pods to go."""
+    name = f"{stem}-{secrets.token_hex(3)}"
+    cluster.api.create(
+        "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+    )
+    try:
+        wait_until(
+            f"the default ServiceAccount of {name}",
+            lambda: cluster.api.exists(f"/api/v1/namespaces/{name}/serviceaccounts/default"),
+            30.0,
+        )
+        yield name
+    finally:
+        try:
+            cluster.api.delete(f"/api/v1/namespaces/{name}")
+        except ApiError as error:
+            if error.code != 404:
+                raise

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import secrets
 import sys
 import time
 from collections.abc import Iterator
@@ -22,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from e2e.realpods import RealCluster, wait_until
+from e2e.realpods import RealCluster, scratch_namespace
 from image_recipes import reference
 from kubetrain.envtest import realnode
 from kubetrain.frameworks.labels import JOB_NAME_LABEL, JOB_ROLE_LABEL
@@ -97,15 +96,7 @@ def run_example(cluster: RealCluster, example: str, image_name: str, tmp_path: P
     )
     manifest = tmp_path / f"{example}.yaml"
     manifest.write_text(yaml.safe_dump(body))
-    namespace = f"{example}-{secrets.token_hex(3)}"
-    created = cluster.kubectl("create", "namespace", namespace)
-    assert created.returncode == 0, created.stderr
-    try:
-        wait_until(
-            f"the default ServiceAccount of {namespace}",
-            lambda: cluster.api.exists(f"/api/v1/namespaces/{namespace}/serviceaccounts/default"),
-            30.0,
-        )
+    with scratch_namespace(cluster, example) as namespace:
         started = time.monotonic()
         applied = cluster.kubectl("apply", "-n", namespace, "-f", str(manifest))
         assert applied.returncode == 0, applied.stderr
@@ -131,8 +122,6 @@ def run_example(cluster: RealCluster, example: str, image_name: str, tmp_path: P
         job.seconds = time.monotonic() - started
         _say(f"{example}: {job.outcome or 'not finished'} {job.seconds:.1f} s after kubectl apply")
         yield job
-    finally:
-        cluster.kubectl("delete", "namespace", namespace, "--wait=false")
 
 
 def _replica_pods(job: FinishedJob, role: str) -> list[str]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -22,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from e2e.realpods import RealCluster, wait_until
+from e2e.realpods import RealCluster, scratch_namespace, wait_until
 from kubetrain.envtest import realnode
 
 # The PyTorch image (4.4 GB) is imported into the node inside the first test's setup when the node did not
@@ -73,15 +72,7 @@ def ddp_job(operator: RealCluster) -> Iterator[FinishedJob]:
     image = _example_image()
     assert image == "localhost/kubetrain/pytorch:2.13.0"
     realnode.load_images(realnode.node_paths(operator.run_dir), ["pytorch"])
-    namespace = f"pytorch-ddp-{secrets.token_hex(3)}"
-    created = operator.kubectl("create", "namespace", namespace)
-    assert created.returncode == 0, created.stderr
-    try:
-        wait_until(
-            f"the default ServiceAccount of {namespace}",
-            lambda: operator.api.exists(f"/api/v1/namespaces/{namespace}/serviceaccounts/default"),
-            30.0,
-        )
+    with scratch_namespace(operator, "pytorch-ddp") as namespace:
         applied = operator.kubectl("apply", "-n", namespace, "-f", str(EXAMPLE))
         assert applied.returncode == 0, applied.stderr
         outcome = wait_until(
@@ -91,8 +82,6 @@ def ddp_job(operator: RealCluster) -> Iterator[FinishedJob]:
             f"/api/v1/namespaces/{namespace}/pods", {"labelSelector": f"training.kubeflow.org/job-name={JOB}"}
         )["items"]
         yield FinishedJob(operator, namespace, outcome, {p["metadata"]["name"]: p for p in pods})
-    finally:
-        operator.kubectl("delete", "namespace", namespace, "--wait=false")
 
 
 def test_ddp_example_succeeds_as_a_master_and_two_workers_on_the_real_node(ddp_job: FinishedJob) -> None:

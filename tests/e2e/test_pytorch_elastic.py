@@ -16,7 +16,6 @@ The pod deleted is neither worker-0 (its torchrun agent hosts the c10d rendezvou
 from __future__ import annotations
 
 import re
-import secrets
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
-from e2e.realpods import RealCluster, wait_until
+from e2e.realpods import RealCluster, scratch_namespace, wait_until
 from kubetrain.envtest import realnode
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
@@ -132,20 +131,12 @@ def _run(cluster: RealCluster, namespace: str, checkpoints: Path) -> Observed:
 @pytest.fixture(scope="module")
 def elastic_job(operator: RealCluster) -> Iterator[Observed]:
     realnode.load_images(realnode.node_paths(operator.run_dir), ["pytorch"])
-    namespace = f"pytorch-elastic-{secrets.token_hex(3)}"
-    checkpoints = realnode.node_paths(operator.run_dir).root / "test-volumes" / namespace
-    created = operator.kubectl("create", "namespace", namespace)
-    assert created.returncode == 0, created.stderr
-    try:
-        wait_until(
-            f"the default ServiceAccount of {namespace}",
-            lambda: operator.api.exists(f"/api/v1/namespaces/{namespace}/serviceaccounts/default"),
-            30.0,
-        )
-        yield _run(operator, namespace, checkpoints)
-    finally:
-        operator.kubectl("delete", "namespace", namespace, "--wait=false")
-        shutil.rmtree(checkpoints, ignore_errors=True)
+    with scratch_namespace(operator, "pytorch-elastic") as namespace:
+        checkpoints = realnode.node_paths(operator.run_dir).root / "test-volumes" / namespace
+        try:
+            yield _run(operator, namespace, checkpoints)
+        finally:
+            shutil.rmtree(checkpoints, ignore_errors=True)
 
 
 def test_the_worker_pod_is_deleted_mid_training(elastic_job: Observed) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from image_recipes import images
+from image_recipes import images, podman_problem
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -34,8 +34,9 @@ def write_probe_wheel(directory: Path) -> None:
 def test_a_build_installs_a_wheel_only_the_hosts_find_links_directory_has(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if subprocess.run(["podman", "info"], capture_output=True, check=False).returncode != 0:
-        pytest.skip("podman cannot run here")
+    problem = podman_problem()
+    if problem is not None:
+        pytest.skip(problem)
     links = tmp_path / "links"
     links.mkdir()
     write_probe_wheel(links)

@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from image_recipes import BUILD_SCRIPT, images, reference
+from image_recipes import BUILD_SCRIPT, images, podman_problem, reference
 from kubetrain import __version__
 from kubetrain.envtest.crds import install_crds
 from kubetrain.envtest.kubeapi import KubeApi
@@ -32,18 +32,9 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(1800)
 
 
-def _podman_problem() -> str | None:
-    if shutil.which("podman") is None:
-        return "podman is not installed (`make image-tools` installs it)"
-    info = subprocess.run(["podman", "info"], capture_output=True, text=True, timeout=60, check=False)
-    if info.returncode != 0:
-        return f"podman cannot run here: {info.stderr.strip().splitlines()[-1:]}"
-    return None
-
-
 @pytest.fixture(scope="module")
 def operator_image() -> str:
-    problem = _podman_problem()
+    problem = podman_problem()
     if problem is not None:
         pytest.skip(problem)
     done = subprocess.run(
