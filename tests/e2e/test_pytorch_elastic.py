@@ -27,6 +27,7 @@ import yaml
 
 from e2e.realpods import RealCluster, scratch_namespace, wait_until
 from kubetrain.envtest import realnode
+from kubetrain.envtest.kubeapi import ApiError
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
 
@@ -104,9 +105,13 @@ def _run(cluster: RealCluster, namespace: str, checkpoints: Path) -> Observed:
     cluster.api.delete(pod_path)
 
     def replacement_running() -> dict[str, Any] | None:
-        if not cluster.api.exists(pod_path):
-            return None
-        pod = cluster.api.get(pod_path)
+        # One read: between an exists() and a get() the deleted pod's object can go (CI saw the 404).
+        try:
+            pod = cluster.api.get(pod_path)
+        except ApiError as error:
+            if error.code == 404:
+                return None
+            raise
         new = pod["metadata"]["uid"] != deleted_uid and pod.get("status", {}).get("phase") == "Running"
         return dict(pod) if new else None
 
