@@ -8,10 +8,14 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-core
 EXAMPLES_STAMP := $(VENV)/.installed-examples
 PYTEST := $(BIN)/pytest
+# Only root can run a real node (containerd, network namespaces, cgroups): elsewhere the e2e tier skips, saying
+# why, and nothing is built for it.
+AS_ROOT := $(filter 0,$(shell id -u))
 
 .PHONY: help install run test lint test-unit test-local test-cluster envtest-build helm-build manifests docs clean \
 	image images image-tools test-images node-packages test-e2e scheduler-plugins-build
-.PHONY: podman docker test-containers
+.PHONY: podman docker test-containers host-packages mpi-packages node-build node-image-cache \
+	lane-cluster lane-images lane-checks
 
 help:
 	@echo "make run   - train the example PyTorch DDP job locally (1 master + 2 workers)"
@@ -35,7 +39,30 @@ lint: $(EXAMPLES_STAMP)
 test-unit: $(STAMP)
 	$(PYTEST) tests/unit -q
 
-test: lint test-unit test-local test-containers test-cluster test-images test-e2e
+# Cold, most of a run is building: Go binaries (CPU), images (network and disk) and the venv's torch. So `test`
+# installs the Debian packages first (apt holds one lock), then runs three lanes at once: the Go builds
+# (niced, so the tests beside them keep their pace) and then the cluster tier; the images and the node's
+# image cache; the checks that need only the venv. Then the tiers that need what every lane built. A failed
+# lane fails `test` after the others finish (make -j waits for running recipes).
+test: host-packages $(STAMP)
+	$(MAKE) --no-print-directory -j3 --output-sync=target lane-cluster lane-images lane-checks
+	$(MAKE) --no-print-directory test-containers test-images test-e2e
+
+host-packages: image-tools mpi-packages podman node-packages
+
+# $(call serially,PREFIX,TARGETS): the targets one after another, each its own make, so that inside the -j3
+# above a lane never runs two of its steps at once.
+serially = $(foreach target,$(2),$(1) $(MAKE) --no-print-directory $(target) &&) true
+
+lane-cluster: $(STAMP)
+	$(call serially,nice -n 10,envtest-build helm-build $(if $(AS_ROOT),node-build scheduler-plugins-build))
+	$(MAKE) --no-print-directory test-cluster
+
+lane-images: $(STAMP) image-tools
+	$(call serially,,images $(if $(AS_ROOT),node-image-cache))
+
+lane-checks: $(STAMP)
+	$(call serially,,lint test-unit test-local)
 
 # envtest: a real control plane (etcd, kube-apiserver, scheduler, controller-manager) built from the
 # Kubernetes Go modules pinned in tools/envtest, cached in ~/.cache/kubetrain/envtest/<version>/.
@@ -60,17 +87,24 @@ node-packages: image-tools
 # image cache (~/.cache/kubetrain/node-images: imported once per recipe, cloned by each node start)
 # (minutes when cold; cached), where the machine can run them; the tier starts envtest --real-node in a
 # temporary directory and stops it.
-test-e2e: envtest-build node-packages
-	[ "$$(id -u)" != 0 ] || { $(BIN)/kubetrain envtest build --real-node >/dev/null \
-		&& $(BIN)/python -m kubetrain.envtest.imagecache $(IMAGES) \
-		&& $(BIN)/python -m kubetrain.envtest.coscheduler >/dev/null; }
+test-e2e: envtest-build node-packages $(if $(AS_ROOT),node-build node-image-cache scheduler-plugins-build)
 	$(PYTEST) tests/e2e -q -rs
 
+# The kubelet and CoreDNS, built and cached like envtest.
+node-build: envtest-build
+	$(BIN)/kubetrain envtest build --real-node >/dev/null
+
+node-image-cache: $(STAMP) node-packages
+	$(BIN)/python -m kubetrain.envtest.imagecache $(IMAGES)
+
 # The examples' frameworks (torch, xgboost, mpi4py, jax, tensorflow) and Open MPI for the MPIJob example.
-$(EXAMPLES_STAMP): $(STAMP) pyproject.toml
-	command -v mpirun >/dev/null || { apt-get update -qq && apt-get install -y -qq openmpi-bin libopenmpi-dev; }
+$(EXAMPLES_STAMP): $(STAMP) pyproject.toml | mpi-packages
 	$(BIN)/pip install --quiet -e '.[dev,examples]'
 	touch $@
+
+# Open MPI, which mpi4py builds against and the MPIJob example runs.
+mpi-packages:
+	command -v mpirun >/dev/null || { apt-get update -qq && apt-get install -y -qq openmpi-bin libopenmpi-dev; }
 
 # Trains the PyTorch DDP example (1 master + 2 workers over gloo) to Succeeded, printing its losses.
 run: $(EXAMPLES_STAMP)

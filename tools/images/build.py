@@ -15,6 +15,8 @@ Usage: python tools/images/build.py [--load-containerd SOCKET] NAME [NAME...]   
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import hashlib
 import os
 import subprocess
@@ -65,6 +67,10 @@ WHEELHOUSE = Path(
 # torch, a tenth of the CUDA one and its nvidia-* libraries). Builds see the same directories, read-only,
 # so an image gets what the host's venv got.
 FIND_LINKS_MOUNT = "/find-links"
+
+# `make test` builds images in one lane while another may need one of them (the cluster tier the operator's):
+# one build per image at a time; the one that waited finds the recipe label current.
+LOCK_DIR = WHEELHOUSE.parent / "image-locks"
 
 
 def host_find_links() -> list[Path]:
@@ -322,6 +328,14 @@ def _build_containerfile(recipe: Recipe, digest: str, rebuild: bool) -> None:
     _check(_run([*command, str(ROOT / recipe.context)]), f"podman build of {recipe.reference}")
 
 
+@contextlib.contextmanager
+def _build_lock(name: str) -> Iterator[None]:
+    LOCK_DIR.mkdir(parents=True, exist_ok=True)
+    with (LOCK_DIR / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also when the build fails
+        yield
+
+
 def build(name: str, built: set[str] | None = None, rebuild: frozenset[str] = frozenset()) -> str:
     """Build one image and its bases, each unless its recipe label is current (or it is named in
     ``rebuild``); returns its reference."""
@@ -333,15 +347,16 @@ def build(name: str, built: set[str] | None = None, rebuild: frozenset[str] = fr
     built.add(name)
     digest = recipe_hash(name)
     started = time.monotonic()
-    if name not in rebuild and image_label(recipe.reference) == digest:
-        state = "up to date"
-    else:
-        print(f"building {recipe.reference} (recipe {digest})", file=sys.stderr, flush=True)
-        if recipe.containerfile is None:
-            _build_rootfs(recipe, digest)
+    with _build_lock(name):
+        if name not in rebuild and image_label(recipe.reference) == digest:
+            state = "up to date"
         else:
-            _build_containerfile(recipe, digest, name in rebuild)
-        state = f"built in {time.monotonic() - started:.0f} s"
+            print(f"building {recipe.reference} (recipe {digest})", file=sys.stderr, flush=True)
+            if recipe.containerfile is None:
+                _build_rootfs(recipe, digest)
+            else:
+                _build_containerfile(recipe, digest, name in rebuild)
+            state = f"built in {time.monotonic() - started:.0f} s"
     size = image_size(recipe.reference)
     print(f"{recipe.reference}  {size / 1e6:.0f} MB  {state}", flush=True)
     return recipe.reference
