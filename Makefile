@@ -40,29 +40,28 @@ test-unit: $(STAMP)
 	$(PYTEST) tests/unit -q
 
 # Cold, most of a run is building: Go binaries (CPU), images (network and disk) and the venv's torch. So `test`
-# installs the Debian packages first (apt holds one lock), then runs three lanes at once: the Go builds
-# (niced, so the tests beside them keep their pace) and then the cluster tier; the images and the node's
-# image cache; the checks that need only the venv. Then the tiers that need what every lane built. A failed
-# lane fails `test` after the others finish (make -j waits for running recipes).
+# installs the Debian packages first (apt holds one lock), then runs three lanes at once, each tier in the lane
+# that builds what it needs: the Go builds, then the cluster tier (the longest lane cold: it goes unniced); the
+# images and the node's image cache, then the containers tier; the checks that need only the venv. Then the
+# tiers that need what several lanes built. A failed lane fails `test` after the others finish.
 test: host-packages $(STAMP)
 	$(MAKE) --no-print-directory -j3 --output-sync=target lane-cluster lane-images lane-checks
-	$(MAKE) --no-print-directory test-containers test-images test-e2e
+	$(MAKE) --no-print-directory test-images test-e2e
 
 host-packages: image-tools mpi-packages podman node-packages
 
-# $(call serially,PREFIX,TARGETS): the targets one after another, each its own make, so that inside the -j3
-# above a lane never runs two of its steps at once.
-serially = $(foreach target,$(2),$(1) $(MAKE) --no-print-directory $(target) &&) true
+# $(call serially,TARGETS): the targets one after another, each its own make, so that inside the -j3 above a
+# lane never runs two of its steps at once ('+': they share the jobserver of that make).
+serially = $(foreach target,$(1),$(MAKE) --no-print-directory $(target) &&) true
 
 lane-cluster: $(STAMP)
-	$(call serially,nice -n 10,envtest-build helm-build $(if $(AS_ROOT),node-build scheduler-plugins-build))
-	$(MAKE) --no-print-directory test-cluster
+	+$(call serially,envtest-build helm-build $(if $(AS_ROOT),node-build scheduler-plugins-build) test-cluster)
 
 lane-images: $(STAMP) image-tools
-	$(call serially,,images $(if $(AS_ROOT),node-image-cache))
+	+$(call serially,images $(if $(AS_ROOT),node-image-cache) test-containers)
 
 lane-checks: $(STAMP)
-	$(call serially,,lint test-unit test-local)
+	+$(call serially,lint test-unit test-local)
 
 # envtest: a real control plane (etcd, kube-apiserver, scheduler, controller-manager) built from the
 # Kubernetes Go modules pinned in tools/envtest, cached in ~/.cache/kubetrain/envtest/<version>/.
@@ -124,7 +123,7 @@ podman: image-tools
 # cannot run them, its tests are skipped with the reason.
 CONTAINER_TEST_IMAGES = localhost/kubetrain/python:3.11-bookworm localhost/kubetrain/pytorch:2.13.0 \
 	localhost/kubetrain/xgboost:3.2.0 localhost/kubetrain/mpi:openmpi-mpi4py4.1.2
-test-containers: $(EXAMPLES_STAMP) podman
+test-containers: $(STAMP) podman
 	[ "$$(id -u)" != 0 ] || $(PYTHON) tools/images/build.py python pytorch xgboost mpi
 	! docker info >/dev/null 2>&1 || sh tools/containers/docker-load.sh $(CONTAINER_TEST_IMAGES)
 	$(PYTEST) tests/containers -q -rs
