@@ -195,9 +195,8 @@ def test_the_leader_reconciles_a_job_in_its_namespace_with_no_forbidden_request_
     assert _shared_operator_pods(release.cluster) == []
     assert f"{release.namespace}/under-helm" in release.log(leader)
     for pod in release.ready_pods():
-        log = release.log(pod)
-        assert "403" not in log
-        assert "forbidden" not in log.lower()
+        # "403 Forbidden: ... is forbidden": not a bare "403", which a leader's random identity may hold.
+        assert "forbidden" not in release.log(pod).lower()
 
 
 def test_deleting_the_leader_pod_hands_the_lease_to_a_live_replica_which_reconciles(

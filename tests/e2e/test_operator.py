@@ -32,5 +32,6 @@ def test_operator_log_has_no_forbidden_request(operator: RealCluster) -> None:
 
     assert logs.returncode == 0, logs.stderr
     assert logs.stdout.strip()
-    assert "403" not in logs.stdout
+    # An API error is logged as "403 Forbidden: ... is forbidden: User ... cannot ...". Not a bare "403":
+    # the leader's random identity (a UUID) held "4039" in one CI run.
     assert "forbidden" not in logs.stdout.lower()
