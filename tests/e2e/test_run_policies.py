@@ -9,7 +9,11 @@ really reports.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -113,6 +117,50 @@ def test_backoff_limit_stops_in_place_restarts_after_three_and_fails_the_job(job
     # kubelet would go on restarting the crash-looping one. cleanPodPolicy applies to a job that failed by
     # itself (with restartPolicy Never, next test).
     wait_until("the failed job's pods deleted", lambda: jobs.pods("backoff") == [], 60.0)
+
+
+def _kubetrain_get_column(jobs: Jobs, name: str, column: str) -> str:
+    """One cell of ``kubetrain get pytorchjob NAME`` against the real cluster (columns start where their
+    header does: kubectl's plain layout, whose REPLICAS cells hold spaces)."""
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("kubetrain")), "get", "pytorchjob", name, "-n", jobs.namespace],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        env={**os.environ, "KUBECONFIG": str(jobs.cluster.kubeconfig)},
+    )
+    assert done.returncode == 0, done.stderr
+    header, row = done.stdout.splitlines()
+    start = header.index(column)
+    return row[start:].split()[0]
+
+
+def test_kubetrain_get_counts_the_kubelets_in_place_restarts(jobs: Jobs) -> None:
+    # The RESTARTS column on a cluster is the job's pods' restartCount, as a kubelet reports it: the master
+    # fails once (a file on its emptyDir says it ran), the kubelet restarts it in place, then it runs on.
+    command = (
+        "import os, sys, time\n"
+        "if not os.path.exists('/scratch/ran'):\n"
+        "    open('/scratch/ran', 'w').close()\n"
+        "    sys.exit(1)\n"
+        "time.sleep(600)\n"
+    )
+    body = _job("restarted", {"Master": command}, "OnFailure")
+    template = body["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    template["volumes"] = [{"name": "scratch", "emptyDir": {}}]
+    template["containers"][0]["volumeMounts"] = [{"name": "scratch", "mountPath": "/scratch"}]
+    jobs.create(body)
+
+    def restarted_and_running() -> bool:
+        pod = jobs.pod("restarted-master-0")
+        return pod is not None and _restart_count(pod) == 1 and pod["status"]["phase"] == "Running"
+
+    # The kubelet's first crash-loop back-off is 10 s.
+    wait_until("the master restarted and running", restarted_and_running, JOB_TIMEOUT_SECONDS)
+
+    assert _kubetrain_get_column(jobs, "restarted", "RESTARTS") == "1"
+    assert _kubetrain_get_column(jobs, "restarted", "STATE") == "Running"
 
 
 def test_clean_pod_policy_running_keeps_the_failed_pod_for_kubectl_logs_and_deletes_the_running_one(
