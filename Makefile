@@ -50,18 +50,20 @@ test: host-packages $(STAMP)
 
 host-packages: image-tools mpi-packages podman node-packages
 
-# $(call serially,TARGETS): the targets one after another, each its own make, so that inside the -j3 above a
-# lane never runs two of its steps at once ('+': they share the jobserver of that make).
-serially = $(foreach target,$(1),$(MAKE) --no-print-directory $(target) &&) true
+# $(call serially,TARGETS): the targets one after another, each its own make, so that a lane never runs two of
+# its steps at once. They leave the -j3 make's jobserver alone (MAKEFLAGS without it): a lane's make sharing
+# it held the images lane back until the checks lane ended, in a cold run.
+serially = $(foreach target,$(1),MAKEFLAGS='$(filter-out -j% --jobserver-auth=%,$(MAKEFLAGS))' \
+	$(MAKE) --no-print-directory $(target) &&) true
 
 lane-cluster: $(STAMP)
-	+$(call serially,envtest-build helm-build $(if $(AS_ROOT),node-build scheduler-plugins-build) test-cluster)
+	$(call serially,envtest-build helm-build $(if $(AS_ROOT),node-build scheduler-plugins-build) test-cluster)
 
 lane-images: $(STAMP) image-tools
-	+$(call serially,images $(if $(AS_ROOT),node-image-cache) test-containers)
+	$(call serially,images $(if $(AS_ROOT),node-image-cache) test-containers)
 
 lane-checks: $(STAMP)
-	+$(call serially,lint test-unit test-local)
+	$(call serially,lint test-unit test-local)
 
 # envtest: a real control plane (etcd, kube-apiserver, scheduler, controller-manager) built from the
 # Kubernetes Go modules pinned in tools/envtest, cached in ~/.cache/kubetrain/envtest/<version>/.
@@ -85,9 +87,9 @@ node-packages: image-tools
 # tools/scheduler-plugins) and the images the pods run are built first, and the images put into the node's
 # image cache (~/.cache/kubetrain/node-images: imported once per recipe, cloned by each node start)
 # (minutes when cold; cached), where the machine can run them; the tier starts envtest --real-node in a
-# temporary directory and stops it.
+# temporary directory and stops it. Each case's time goes to the log: real pods are where time goes.
 test-e2e: envtest-build node-packages $(if $(AS_ROOT),node-build node-image-cache scheduler-plugins-build)
-	$(PYTEST) tests/e2e -q -rs
+	$(PYTEST) tests/e2e -q -rs --durations=0
 
 # The kubelet and CoreDNS, built and cached like envtest.
 node-build: envtest-build
