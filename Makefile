@@ -41,9 +41,9 @@ test-unit: $(STAMP)
 
 # Cold, most of a run is building: Go binaries (CPU), images (network and disk) and the venv's torch. So `test`
 # installs the Debian packages first (apt holds one lock), then runs three lanes at once, each tier in the lane
-# that builds what it needs: the Go builds, then the cluster tier (the longest lane cold: it goes unniced); the
-# images and the node's image cache, then the containers tier; the checks that need only the venv. Then the
-# tiers that need what several lanes built. A failed lane fails `test` after the others finish.
+# that builds what it needs: the Go builds, then the cluster tier; the images and the node's image cache, then
+# the containers tier; the checks that need only the venv. Then the tiers that need what several lanes built.
+# A failed lane fails `test` after the others finish. docs/development.md has the measured cold and warm runs.
 test: host-packages $(STAMP)
 	$(MAKE) --no-print-directory -j3 --output-sync=target lane-cluster lane-images lane-checks
 	$(MAKE) --no-print-directory test-images test-e2e
@@ -87,7 +87,7 @@ node-packages: image-tools
 # tools/scheduler-plugins) and the images the pods run are built first, and the images put into the node's
 # image cache (~/.cache/kubetrain/node-images: imported once per recipe, cloned by each node start)
 # (minutes when cold; cached), where the machine can run them; the tier starts envtest --real-node in a
-# temporary directory and stops it. Each case's time goes to the log: real pods are where time goes.
+# temporary directory and stops it. --durations=0: each case's time in the log.
 test-e2e: envtest-build node-packages $(if $(AS_ROOT),node-build node-image-cache scheduler-plugins-build)
 	$(PYTEST) tests/e2e -q -rs --durations=0
 
