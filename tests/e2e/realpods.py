@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import secrets
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,6 +34,17 @@ class RealCluster:
             text=True,
             check=False,
             timeout=60,
+        )
+
+    def kubetrain(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """The kubetrain CLI of this venv, pointed at the cluster as a user's KUBECONFIG would."""
+        return subprocess.run(
+            [str(Path(sys.executable).with_name("kubetrain")), *args],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+            env={**os.environ, "KUBECONFIG": str(self.kubeconfig)},
         )
 
 

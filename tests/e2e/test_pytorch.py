@@ -9,10 +9,7 @@ of what it did.
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -129,15 +126,7 @@ def test_losses_fall_in_the_masters_kubectl_logs(ddp_job: FinishedJob) -> None:
 
 
 def test_kubetrain_logs_reads_every_replica_from_the_cluster(ddp_job: FinishedJob) -> None:
-    kubetrain = Path(sys.executable).with_name("kubetrain")
-    done = subprocess.run(
-        [str(kubetrain), "logs", f"pytorchjob/{JOB}", "-n", ddp_job.namespace],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-        env={**os.environ, "KUBECONFIG": str(ddp_job.cluster.kubeconfig)},
-    )
+    done = ddp_job.cluster.kubetrain("logs", f"pytorchjob/{JOB}", "-n", ddp_job.namespace)
     assert done.returncode == 0, done.stderr
     by_replica: dict[str, list[str]] = {}
     for line in done.stdout.splitlines():

@@ -9,11 +9,7 @@ really reports.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -122,14 +118,7 @@ def test_backoff_limit_stops_in_place_restarts_after_three_and_fails_the_job(job
 def _kubetrain_get_column(jobs: Jobs, name: str, column: str) -> str:
     """One cell of ``kubetrain get pytorchjob NAME`` against the real cluster (columns start where their
     header does: kubectl's plain layout, whose REPLICAS cells hold spaces)."""
-    done = subprocess.run(
-        [str(Path(sys.executable).with_name("kubetrain")), "get", "pytorchjob", name, "-n", jobs.namespace],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-        env={**os.environ, "KUBECONFIG": str(jobs.cluster.kubeconfig)},
-    )
+    done = jobs.cluster.kubetrain("get", "pytorchjob", name, "-n", jobs.namespace)
     assert done.returncode == 0, done.stderr
     header, row = done.stdout.splitlines()
     start = header.index(column)
