@@ -27,7 +27,6 @@ import yaml
 
 from e2e.realpods import RealCluster, scratch_namespace, wait_until
 from kubetrain.envtest import realnode
-from kubetrain.envtest.kubeapi import ApiError
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
 
@@ -106,12 +105,9 @@ def _run(cluster: RealCluster, namespace: str, checkpoints: Path) -> Observed:
 
     def replacement_running() -> dict[str, Any] | None:
         # One read: between an exists() and a get() the deleted pod's object can go (CI saw the 404).
-        try:
-            pod = cluster.api.get(pod_path)
-        except ApiError as error:
-            if error.code == 404:
-                return None
-            raise
+        pod = cluster.api.get_or_none(pod_path)
+        if pod is None:
+            return None
         new = pod["metadata"]["uid"] != deleted_uid and pod.get("status", {}).get("phase") == "Running"
         return dict(pod) if new else None
 

@@ -16,7 +16,6 @@ import pytest
 
 from builders import container, manifest
 from e2e.realpods import TEST_IMAGE, RealCluster, wait_until
-from kubetrain.envtest.kubeapi import ApiError
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -73,12 +72,8 @@ class Jobs:
 
     def pod(self, name: str) -> dict[str, Any] | None:
         # One GET, not exists() then get(): the operator may delete the pod in between.
-        try:
-            return dict(self.cluster.api.get(f"/api/v1/namespaces/{self.namespace}/pods/{name}"))
-        except ApiError as error:
-            if error.code == 404:
-                return None
-            raise
+        pod = self.cluster.api.get_or_none(f"/api/v1/namespaces/{self.namespace}/pods/{name}")
+        return None if pod is None else dict(pod)
 
 
 @pytest.fixture

@@ -154,14 +154,18 @@ class KubeApi:
         """True when a plain-text health endpoint (``/readyz``, ``/livez``) answers 200."""
         return self._http.get(path).status_code == 200
 
-    def exists(self, path: str) -> bool:
+    def get_or_none(self, path: str) -> KubeObject | None:
+        """The object, or None when there is none: one read, where exists() then get() could see it
+        vanish in between."""
         try:
-            self.get(path)
+            return self.get(path)
         except ApiError as error:
             if error.code == 404:
-                return False
+                return None
             raise
-        return True
+
+    def exists(self, path: str) -> bool:
+        return self.get_or_none(path) is not None
 
     def watch(
         self, path: str, resource_version: str, timeout_seconds: int
