@@ -293,6 +293,8 @@ def scrape(port: int) -> dict[str, float]:
             values["events_queued"] = float(line.split()[-1])
         elif line.startswith("kubetrain_work_queue_depth{"):
             values["queue"] = values.get("queue", 0.0) + float(line.split()[-1])
+        elif match := re.match(r'^kubetrain_gc_pause_seconds_(sum|count)\{generation="(\d)"\} (\S+)$', line):
+            values[f"gc_{match.group(1)}_{match.group(2)}"] = float(match.group(3))
     return values
 
 
@@ -327,10 +329,18 @@ class Result:
     peak_rss_mb: float
     create_cpu_ms_per_job: float
     reaction_cpu_ms_per_job: float
+    gc_pause_s: float
+    """Garbage collection over the whole run (creation and reaction), from the operator's own metric."""
+    gc_full_collections: int
 
 
 async def measure(
-    kubeconfig: Path, jobs: int, threads: int, metrics_port: int, profile: Path | None = None
+    kubeconfig: Path,
+    jobs: int,
+    threads: int,
+    metrics_port: int,
+    profile: Path | None = None,
+    operator_args: tuple[str, ...] = (),
 ) -> Result:
     client = connect(kubeconfig, qps=0, burst=1, timeout=60)
     suffix = secrets.token_hex(3)
@@ -347,6 +357,7 @@ async def measure(
     command = [*launcher, "operator", "--kubeconfig", str(kubeconfig), "--namespace", operator_ns]
     command += ["--enable-scheme", "pytorchjob", "--kube-api-qps", "0", "--controller-threads", str(threads)]
     command += ["--metrics-bind-address", f"127.0.0.1:{metrics_port}", "--health-probe-bind-address", "0"]
+    command += operator_args
     operator = subprocess.Popen(command, stdout=log.open("wb"), stderr=subprocess.STDOUT)
     peak = [0]
     sampler = asyncio.create_task(sample_rss(operator.pid, peak))
@@ -413,6 +424,8 @@ async def measure(
         peak_rss_mb=peak[0] / 2**20,
         create_cpu_ms_per_job=created_cpu * 1000 / jobs,
         reaction_cpu_ms_per_job=reaction_cpu * 1000 / jobs,
+        gc_pause_s=sum(delta(f"gc_sum_{generation}") for generation in "012"),
+        gc_full_collections=int(delta("gc_count_2")),
     )
 
 
@@ -420,8 +433,9 @@ def markdown(results: list[Result]) -> str:
     lines = [
         "| N jobs | plain client (jobs/s) | operator (jobs/s) | operator / plain | reaction p50 "
         "| reaction p99 | plain reaction p50 / p99 | API requests / job | object writes / object "
-        "| status writes / job | events / job | peak RSS | operator CPU / job (create, react) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| status writes / job | events / job | peak RSS | operator CPU / job (create, react) "
+        "| GC pauses (full collections) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         lines.append(
@@ -430,7 +444,8 @@ def markdown(results: list[Result]) -> str:
             f"| {r.plain_p50_ms:.0f} / {r.plain_p99_ms:.0f} ms "
             f"| {r.requests_per_job:.1f} | {r.object_writes_per_object:.2f} | {r.status_writes_per_job:.1f} "
             f"| {r.events_per_job:.1f} | {r.peak_rss_mb:.0f} MB "
-            f"| {r.create_cpu_ms_per_job:.0f} ms, {r.reaction_cpu_ms_per_job:.1f} ms |"
+            f"| {r.create_cpu_ms_per_job:.0f} ms, {r.reaction_cpu_ms_per_job:.1f} ms "
+            f"| {r.gc_pause_s:.2f} s ({r.gc_full_collections}) |"
         )
     return "\n".join(lines)
 
@@ -443,6 +458,9 @@ def main() -> None:
     parser.add_argument("--kubeconfig", type=Path, help="default: the running envtest's admin kubeconfig")
     parser.add_argument("--markdown", action="store_true")
     parser.add_argument("--profile", type=Path, help="run the operator under cProfile, stats written here")
+    parser.add_argument(
+        "--gc-young-threshold", type=int, help="the operator's flag of that name (default: its default)"
+    )
     args = parser.parse_args()
     kubeconfig = args.kubeconfig
     if kubeconfig is None:
@@ -450,6 +468,9 @@ def main() -> None:
         if state is None:
             sys.exit("no envtest running: start one with `kubetrain envtest start`")
         kubeconfig = state.kubeconfig
+    operator_args: tuple[str, ...] = ()
+    if args.gc_young_threshold is not None:
+        operator_args = ("--gc-young-threshold", str(args.gc_young_threshold))
     results = []
     with KubeApi.from_kubeconfig(kubeconfig) as api:
         install_crds(api, ROOT / "manifests" / "crds")
@@ -461,7 +482,14 @@ def main() -> None:
         try:
             for jobs in args.jobs:
                 result = asyncio.run(
-                    measure(kubeconfig, jobs, args.controller_threads, args.metrics_port, args.profile)
+                    measure(
+                        kubeconfig,
+                        jobs,
+                        args.controller_threads,
+                        args.metrics_port,
+                        args.profile,
+                        operator_args,
+                    )
                 )
                 results.append(result)
                 print(json.dumps(result.__dict__), file=sys.stderr, flush=True)

@@ -26,6 +26,7 @@ from kubetrain.kube.init_template import (
 from kubetrain.kube.operator import DEFAULT_LEASE_NAME, MissingCrdError, Operator, OperatorSettings
 from kubetrain.kube.render import RenderSettings
 from kubetrain.kube.runtime.client import DEFAULT_BURST, DEFAULT_QPS, connect
+from kubetrain.kube.runtime.collector import DEFAULT_YOUNG_THRESHOLD
 
 V1 = "kubeflow.org/v1"
 CLUSTER_DOMAIN_ENV = "CUSTOM_CLUSTER_DOMAIN"
@@ -153,6 +154,13 @@ def operator(
         min=1,
         help="Most replicas of all types together a job may ask for; more fails it (InvalidSpec).",
     ),
+    gc_young_threshold: int = typer.Option(
+        DEFAULT_YOUNG_THRESHOLD,
+        "--gc-young-threshold",
+        min=0,
+        help="Allocations between young garbage collections, and what is alive once the caches have synced "
+        "is frozen out of full ones; 0 leaves Python's collector as it is (700, nothing frozen).",
+    ),
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
 ) -> None:
     """Run the operator: reconcile PyTorchJob, TFJob, XGBoostJob, PaddleJob, JAXJob, MXJob and MPIJob.
@@ -183,6 +191,7 @@ def operator(
         # Upstream's training operator reads this from its environment only (no flag).
         cluster_domain=os.environ.get(CLUSTER_DOMAIN_ENV) or None,
         limits=ReplicaLimits(per_type=max_replicas_per_type, per_job=max_replicas_per_job),
+        gc_young_threshold=gc_young_threshold,
     )
     # After every flag is read: a refused flag leaves the caller's logging (a test runner's) as it was.
     logs.configure(log_level)

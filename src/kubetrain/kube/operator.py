@@ -31,6 +31,7 @@ from kubetrain.kube.events import EventRecorder
 from kubetrain.kube.health import check_route, metrics_route, serve_http
 from kubetrain.kube.metrics import OperatorMetrics
 from kubetrain.kube.render import SCHEDULER_PLUGINS_GROUP, VOLCANO_GROUP, RenderSettings
+from kubetrain.kube.runtime import collector
 from kubetrain.kube.runtime.client import KubeClient, collection_path
 from kubetrain.kube.runtime.expectations import Expectations
 from kubetrain.kube.runtime.informer import Informer, wait_for_sync
@@ -66,6 +67,9 @@ class OperatorSettings:
     """Suffix of the service names in TF_CONFIG and hostfiles (upstream's ``CUSTOM_CLUSTER_DOMAIN``)."""
     limits: ReplicaLimits = field(default_factory=ReplicaLimits)
     """Replicas one job may ask for (``--max-replicas-per-type``, ``--max-replicas-per-job``)."""
+    gc_young_threshold: int = 0
+    """Tune the process's garbage collector (``runtime.collector``); 0 leaves it as the host process set it
+    (an operator embedded in a test or another program does not own the collector)."""
 
 
 class MissingCrdError(Exception):
@@ -235,10 +239,14 @@ class Operator:
 
     async def run(self, stop: asyncio.Event) -> int:
         """Run until ``stop`` is set (0) or the Lease is lost (1)."""
+        if self.settings.gc_young_threshold:
+            collector.tune(self.settings.gc_young_threshold)
         await self.build()
         servers = await self._serve_endpoints()
         self.events.start()
         caches = [asyncio.ensure_future(informer.run()) for informer in self.informers]
+        pauses = collector.PauseRecorder(self.metrics.gc_pause_seconds)
+        pauses.install()
         try:
             synced = asyncio.ensure_future(wait_for_sync(self.informers, CACHE_SYNC_TIMEOUT))
             stopping = asyncio.ensure_future(stop.wait())
@@ -248,6 +256,8 @@ class Operator:
                 synced.cancel()
                 return 0
             synced.result()
+            if self.settings.gc_young_threshold:
+                collector.freeze_survivors()
             log.info("caches synced: %s", ", ".join(f"{i.kind}={len(i.store)}" for i in self.informers))
             if not self.settings.leader_elect:
                 await run_until_stopped(self._reconcile_all(), stop)
@@ -260,6 +270,7 @@ class Operator:
                 return EXIT_LOST_LEASE
             return 0
         finally:
+            pauses.remove()
             for task in caches:
                 task.cancel()
             await asyncio.gather(*caches, return_exceptions=True)

@@ -49,5 +49,8 @@ def test_metrics_count_jobs_with_upstream_names_and_probes_answer(
         "kubetrain_work_queue_depth",
         "kubetrain_api_requests",
         "kubetrain_leader 1.0",
+        'kubetrain_gc_pause_seconds_count{generation="2"}',
+        "process_resident_memory_bytes",
+        "python_gc_collections_total",
     ):
         assert name in text, f"{name} missing from /metrics"
