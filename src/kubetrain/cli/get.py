@@ -4,13 +4,16 @@ as YAML, JSON or names; ``-w`` keeps printing rows as they change."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from enum import StrEnum
+from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from kubetrain.api.jobs import TrainingJob
+from kubetrain.api.summary import JobSummary
 from kubetrain.cli import tables
 from kubetrain.cli.jobs import (
     ContextOption,
@@ -26,8 +29,12 @@ from kubetrain.cli.jobs import (
     split_kind_and_name,
 )
 from kubetrain.cli.output import to_json, to_yaml
-from kubetrain.sdk import TrainingClient
-from kubetrain.sdk.kinds import JobKind
+from kubetrain.local.state import default_state_dir, list_runs
+from kubetrain.sdk.selectors import matches
+
+if TYPE_CHECKING:
+    from kubetrain.sdk import TrainingClient
+    from kubetrain.sdk.kinds import JobKind
 
 WATCH_INTERVAL = 1.0
 
@@ -40,32 +47,43 @@ class Output(StrEnum):
     NAME = "name"
 
 
-def _jobs(
+Restarts = Callable[[JobSummary], int]
+"""Restarts of a listed job's live replicas."""
+
+
+def _cluster_jobs(
     client: TrainingClient, kind: JobKind | None, name: str | None, all_namespaces: bool, selector: str | None
-) -> list[TrainingJob]:
+) -> tuple[list[dict[str, Any]], Restarts]:
     if name is not None:
-        return [find_job(client, kind, name)]
-    return client.list_jobs(
-        job_kind=kind_name(kind) if kind else None,
-        all_kinds=kind is None,
-        all_namespaces=all_namespaces,
-        label_selector=selector,
-    )
+        jobs = [find_job(client, kind, name)]
+    else:
+        jobs = client.list_jobs(
+            job_kind=kind_name(kind) if kind else None,
+            all_kinds=kind is None,
+            all_namespaces=all_namespaces,
+            label_selector=selector,
+        )
+    return [job.to_wire() for job in jobs], lambda job: client.get_job_restarts(job.name, job.namespace)
 
 
-def _rows(client: TrainingClient, jobs: list[TrainingJob]) -> list[tables.JobRow]:
-    now = datetime.now(UTC)
-    return [tables.job_row(job, client.get_job_restarts(job.name, job.namespace), now) for job in jobs]
+def _local_runs(
+    state_dir: Path | None, kind: JobKind | None, selector: str | None
+) -> tuple[list[dict[str, Any]], Restarts]:
+    """Every local run, read from its record: no client and no job model (a listing's whole start-up cost
+    would otherwise be importing and building them)."""
+    records = list_runs(state_dir or default_state_dir())
+    restarts = {record.name: record.restarts for record in records}
+    wires = [record.job_wire() for record in records]
+    if kind is not None:
+        wires = [w for w in wires if (w.get("kind"), w.get("apiVersion")) == (kind.kind, kind.api_version)]
+    wires = [w for w in wires if matches(selector, (w.get("metadata") or {}).get("labels") or {})]
+    return wires, lambda job: restarts.get(job.name, 0)
 
 
 def _print_table(rows: list[tables.JobRow], header: list[str], with_header: bool) -> None:
     # kubectl's plain columns, on a terminal and in a pipe alike (awk and grep read them).
     lines = tables.plain_table(header, [tables.cells(row, header) for row in rows]).splitlines()
     typer.echo("\n".join(lines if with_header else lines[1:]))
-
-
-def _wire(job: TrainingJob) -> dict[str, object]:
-    return job.to_wire()
 
 
 def get(
@@ -98,40 +116,39 @@ def get(
     """
     with reported_errors():
         kind, job_name = split_kind_and_name(kind_or_name, name)
-        client = Target(local, state_dir, kubeconfig, context, namespace).client()
-        jobs = _jobs(client, kind, job_name, all_namespaces, selector)
+        listed: Callable[[], tuple[list[dict[str, Any]], Restarts]]
+        if local and job_name is None:
+            listed = partial(_local_runs, state_dir, kind, selector)
+            where = "local runs"
+        else:
+            client = Target(local, state_dir, kubeconfig, context, namespace).client()
+            listed = partial(_cluster_jobs, client, kind, job_name, all_namespaces, selector)
+            where = "any namespace" if all_namespaces else f"namespace {client.namespace}"
+        wires, restarts = listed()
         if output in (Output.YAML, Output.JSON):
-            wires = [_wire(j) for j in jobs]
             data: object = (
                 wires[0] if job_name is not None else {"apiVersion": "v1", "kind": "List", "items": wires}
             )
             typer.echo(to_json(data) if output is Output.JSON else to_yaml([data]), nl=output is Output.JSON)
             return
         if output is Output.NAME:
-            for job in jobs:
-                typer.echo(tables.qualified_name(job))
+            for wire in wires:
+                typer.echo(tables.qualified_name(JobSummary.from_wire(wire)))
             return
         header = tables.columns(
             all_namespaces=all_namespaces and not local,
             several_kinds=kind is None,
             wide=output is Output.WIDE,
         )
-        rows = _rows(client, jobs)
+        rows = _rows(wires, restarts)
         if not rows and not watch:
-            where = (
-                "local runs"
-                if local
-                else f"namespace {client.namespace}"
-                if not all_namespaces
-                else "any namespace"
-            )
             typer.echo(f"No jobs found in {where}.", err=True)
             return
         _print_table(rows, header, with_header=True)
         seen = {(r.namespace, r.kind, r.name): r for r in rows}
         while watch:
             time.sleep(WATCH_INTERVAL)
-            for row in _rows(client, _jobs(client, kind, job_name, all_namespaces, selector)):
+            for row in _rows(*listed()):
                 key = (row.namespace, row.kind, row.name)
                 previous = seen.get(key)
                 if previous is None or (previous.state, previous.replicas, previous.restarts) != (
@@ -141,3 +158,9 @@ def get(
                 ):
                     _print_table([row], header, with_header=False)
                 seen[key] = row
+
+
+def _rows(wires: list[dict[str, Any]], restarts: Restarts) -> list[tables.JobRow]:
+    now = datetime.now(UTC)
+    summaries = [JobSummary.from_wire(wire) for wire in wires]
+    return [tables.job_row(job, restarts(job), now) for job in summaries]

@@ -18,19 +18,21 @@ from typing import TYPE_CHECKING, NoReturn
 import typer
 
 from kubetrain.api.errors import InvalidJobError
-from kubetrain.api.jobs import TrainingJob
 from kubetrain.local.state import STATE_DIR_ENV
-from kubetrain.sdk import TrainingClient
 from kubetrain.sdk.errors import (
     AccessDeniedError,
     BackendUnavailableError,
     JobNotFoundError,
     TrainingApiError,
 )
-from kubetrain.sdk.kinds import KINDS, JobKind, resolve_kind
 
 if TYPE_CHECKING:
+    # The client and the kinds import every job model (pydantic): `get --local` lists without them.
     from rich.console import Console
+
+    from kubetrain.api.jobs import TrainingJob
+    from kubetrain.sdk import TrainingClient
+    from kubetrain.sdk.kinds import JobKind
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -68,6 +70,8 @@ class Target:
     """What starts a local run's replicas (``submit --local --runtime``)."""
 
     def client(self) -> TrainingClient:
+        from kubetrain.sdk import TrainingClient
+
         if self.local:
             return TrainingClient(
                 backend="local", state_dir=self.state_dir, namespace=self.namespace, runtime=self.runtime
@@ -104,6 +108,8 @@ def reported_errors() -> Iterator[None]:
 
 def complete_kind(incomplete: str) -> list[str]:
     """Shell completion of KIND: the plural of every kind (what kubectl users type)."""
+    from kubetrain.sdk.kinds import KINDS
+
     return [k.plural for k in KINDS if k.version == "v1" and k.plural.startswith(incomplete.lower())]
 
 
@@ -111,6 +117,8 @@ def split_kind_and_name(kind_or_name: str | None, name: str | None) -> tuple[Job
     """``KIND NAME``, ``KIND/NAME``, ``KIND`` or ``NAME`` (a first word that is no kind is a name)."""
     if kind_or_name is None:
         return None, name
+    from kubetrain.sdk.kinds import resolve_kind
+
     if "/" in kind_or_name and name is None:
         kind_text, _, job_name = kind_or_name.rpartition("/")
         try:

@@ -11,13 +11,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from kubetrain.api.jobs import TrainingJob
-from kubetrain.sdk.backends.base import JobEvent
-from kubetrain.sdk.kinds import kind_of
+from kubetrain.api.summary import JobSummary
 
 if TYPE_CHECKING:
-    # lightkube's import pulls in its HTTP client: only for the annotations, not for every CLI command.
+    # Only for the annotations: lightkube's import pulls in its HTTP client, the job models pydantic, and
+    # `get` lists jobs from their wire form without either.
     from lightkube.resources.core_v1 import Pod
+
+    from kubetrain.api.jobs import TrainingJob
+    from kubetrain.sdk.backends.base import JobEvent
 
 
 def age(since: datetime | None, now: datetime) -> str:
@@ -34,30 +36,22 @@ def age(since: datetime | None, now: datetime) -> str:
     return f"{seconds // 86400}d"
 
 
-def state(job: TrainingJob) -> str:
-    """The CRD's State column: the type of the last condition (empty before the operator saw the job)."""
-    return str(job.status.conditions[-1].type) if job.status.conditions else ""
-
-
-def replicas(job: TrainingJob) -> str:
+def replicas(job: JobSummary) -> str:
     """``Master 1/1 Worker 2/3``: active of desired replicas per type, in the spec's order."""
-    parts = []
-    for replica_type, spec in job.replica_specs.items():
-        status = job.status.replica_statuses.get(replica_type)
-        active = status.active if status is not None else 0
-        parts.append(f"{replica_type} {active}/{spec.replicas if spec.replicas is not None else 1}")
-    return " ".join(parts)
+    return " ".join(f"{r.replica_type} {r.active}/{r.desired}" for r in job.replicas)
 
 
-def restarts(job: TrainingJob, live_restarts: int) -> int:
+def restarts(job: JobSummary, live_restarts: int) -> int:
     """Restarts of live pods plus those of pods already replaced (kept in the job's status)."""
-    return live_restarts + sum(s.restarts for s in job.status.replica_statuses.values())
+    return live_restarts + job.replaced_restarts
 
 
-def qualified_name(job: TrainingJob) -> str:
+def qualified_name(job: TrainingJob | JobSummary) -> str:
     """``-o name``: ``pytorchjob.kubeflow.org/<name>``."""
-    kind = kind_of(job)
-    return f"{kind.kind.lower()}.{kind.group}/{job.name}"
+    kind, api_version = (
+        (job.kind, job.api_version) if isinstance(job, JobSummary) else (job.KIND, job.API_VERSION)
+    )
+    return f"{kind.lower()}.{api_version.partition('/')[0]}/{job.name}"
 
 
 @dataclass(frozen=True)
@@ -73,18 +67,17 @@ class JobRow:
     created: str
 
 
-def job_row(job: TrainingJob, live_restarts: int, now: datetime) -> JobRow:
-    last = job.status.conditions[-1] if job.status.conditions else None
-    created = job.metadata.creation_timestamp or job.status.start_time
+def job_row(job: JobSummary, live_restarts: int, now: datetime) -> JobRow:
+    created = job.created
     return JobRow(
         namespace=job.namespace,
-        kind=job.KIND,
+        kind=job.kind,
         name=job.name,
-        state=state(job),
+        state=job.state,
         replicas=replicas(job),
         restarts=restarts(job, live_restarts),
         age=age(created, now),
-        message=(last.message or "") if last is not None else "",
+        message=job.message,
         created=created.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if created else "",
     )
 
@@ -126,15 +119,15 @@ def plain_table(header: Sequence[str], rows: Sequence[Sequence[str]], indent: st
 
 def describe(job: TrainingJob, pods: Sequence[Pod], events: Sequence[JobEvent], now: datetime) -> str:
     """``kubectl describe``-style text: summary, run policy, replicas, pods, conditions, events."""
-    kind = kind_of(job)
     policy = job.run_policy
     created = job.metadata.creation_timestamp
+    state = str(job.status.conditions[-1].type) if job.status.conditions else ""
     lines = [
         f"Name:          {job.name}",
         f"Namespace:     {job.namespace}",
-        f"Kind:          {kind.kind} ({kind.api_version})",
+        f"Kind:          {job.KIND} ({job.API_VERSION})",
         f"Created:       {created.isoformat() if created else '<unknown>'} ({age(created, now)} ago)",
-        f"State:         {state(job) or '<none>'}",
+        f"State:         {state or '<none>'}",
         f"Labels:        {_pairs(job.metadata.labels)}",
         "Run Policy:",
         f"  Clean Pod Policy:         {policy.clean_pod_policy or '<default>'}",

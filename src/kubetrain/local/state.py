@@ -18,10 +18,13 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from kubetrain.api.summary import is_finished
 
 STATE_DIR_ENV = "KUBETRAIN_STATE_DIR"
 STATUS_FILE = "status.json"
@@ -82,6 +85,39 @@ class RunRecord:
         """The runner died without finishing the run (killed, machine rebooted)."""
         return not self.finished and not self.runner_alive()
 
+    @property
+    def restarts(self) -> int:
+        """Restarts of every replica process of the run."""
+        return sum(replica.restarts for replica in self.replicas)
+
+    def job_wire(self) -> dict[str, Any]:
+        """The job as listings and the SDK show it: created when its runner started (no API server stamps a
+        local run), and Failed when the run ended without a result, so that waiting on it ends."""
+        job = dict(self.job)
+        metadata = dict(job.get("metadata") or {})
+        if not metadata.get("creationTimestamp"):
+            metadata["creationTimestamp"] = _wire_time(self.runner_started_at)
+        job["metadata"] = metadata
+        stopped = self._stopped_condition()
+        if stopped is not None and not is_finished(job):
+            status = dict(job.get("status") or {})
+            status["conditions"] = [*(status.get("conditions") or []), stopped]
+            job["status"] = status
+        return job
+
+    def _stopped_condition(self) -> dict[str, str] | None:
+        if self.stale:
+            message = f"the local runner (pid {self.runner_pid}) is gone without finishing the job"
+            reason = "LocalRunnerGone"
+        elif self.finished and self.interrupted:
+            message = "the local run was stopped before the job finished"
+            reason = "LocalRunInterrupted"
+        else:
+            return None
+        now = _wire_time(time.time())
+        times = {"lastUpdateTime": now, "lastTransitionTime": now}
+        return {"type": "Failed", "status": "True", "reason": reason, "message": message, **times}
+
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -135,6 +171,11 @@ class RunDirectory:
             return RunRecord.from_json(json.loads(self.status_path.read_text(encoding="utf-8")))
         except FileNotFoundError:
             return None
+
+
+def _wire_time(seconds: float) -> str:
+    """A Kubernetes ``metav1.Time``: RFC 3339 in UTC, second precision."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
 def list_runs(state_dir: Path) -> list[RunRecord]:

@@ -1,6 +1,9 @@
 """The Python SDK (``TrainingClient``) over a cluster or local runs."""
 
-from kubetrain.sdk.client import TrainingClient
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from kubetrain.sdk.errors import (
     AccessDeniedError,
     BackendUnavailableError,
@@ -10,6 +13,9 @@ from kubetrain.sdk.errors import (
     TrainingApiError,
     UnsupportedOperationError,
 )
+
+if TYPE_CHECKING:
+    from kubetrain.sdk.client import TrainingClient
 
 __all__ = [
     "AccessDeniedError",
@@ -21,3 +27,13 @@ __all__ = [
     "TrainingClient",
     "UnsupportedOperationError",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # The client imports every kind's model (pydantic): only when asked, so a command that only needs the
+    # errors, or lists local runs from their wire form, does not pay for it.
+    if name == "TrainingClient":
+        from kubetrain.sdk.client import TrainingClient
+
+        return TrainingClient
+    raise AttributeError(f"module 'kubetrain.sdk' has no attribute {name!r}")

@@ -4,21 +4,38 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import psutil
 
 from kubetrain.local.state import ReplicaRecord, RunDirectory, RunRecord, default_state_dir, list_runs
 
 
-def record(pid: int, started_at: float, *, finished: bool = False) -> RunRecord:
-    replica = ReplicaRecord("worker-0", "Worker", 0, None, "Running", 0, None, [], "w.log")
+def record(
+    pid: int,
+    started_at: float,
+    *,
+    finished: bool = False,
+    interrupted: bool = False,
+    conditions: list[dict[str, str]] | None = None,
+) -> RunRecord:
+    replica = ReplicaRecord("worker-0", "Worker", 0, None, "Running", 2, None, [], "w.log")
     return RunRecord(
-        job={"kind": "PyTorchJob", "metadata": {"name": "ddp"}},
+        job={"kind": "PyTorchJob", "metadata": {"name": "ddp"}, "status": {"conditions": conditions or []}},
         replicas=[replica],
         runner_pid=pid,
         runner_started_at=started_at,
         finished=finished,
+        interrupted=interrupted,
     )
+
+
+def live(**options: Any) -> RunRecord:
+    return record(os.getpid(), psutil.Process().create_time(), **options)
+
+
+def condition_types(job: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(c["type"], c.get("reason", "")) for c in job["status"]["conditions"]]
 
 
 def test_the_default_state_dir_is_under_the_users_state_home() -> None:
@@ -60,3 +77,34 @@ def test_resetting_a_run_directory_forgets_the_previous_logs(tmp_path: Path) -> 
     directory.reset()
     assert not directory.log_path("worker-0").exists()
     assert directory.logs_dir.is_dir()
+
+
+def test_a_run_is_created_when_its_runner_started() -> None:
+    assert record(os.getpid(), 0.0, finished=True).job_wire()["metadata"]["creationTimestamp"] == (
+        "1970-01-01T00:00:00Z"
+    )
+
+
+def test_a_running_run_shows_its_job_as_recorded() -> None:
+    running = [{"type": "Running", "status": "True"}]
+    assert condition_types(live(conditions=running).job_wire()) == [("Running", "")]
+
+
+def test_a_run_whose_runner_is_gone_unfinished_shows_failed() -> None:
+    gone = record(os.getpid(), psutil.Process().create_time() - 3600)
+    assert condition_types(gone.job_wire())[-1] == ("Failed", "LocalRunnerGone")
+
+
+def test_an_interrupted_run_shows_failed() -> None:
+    interrupted = live(finished=True, interrupted=True)
+    assert condition_types(interrupted.job_wire())[-1] == ("Failed", "LocalRunInterrupted")
+
+
+def test_an_interrupted_run_that_had_finished_keeps_its_result() -> None:
+    succeeded = [{"type": "Succeeded", "status": "True"}]
+    done = live(finished=True, interrupted=True, conditions=succeeded)
+    assert condition_types(done.job_wire()) == [("Succeeded", "")]
+
+
+def test_a_runs_restarts_add_every_replicas() -> None:
+    assert live().restarts == 2

@@ -46,3 +46,15 @@ def test_get_local_imports_no_cluster_stack(tmp_path: Path) -> None:
 def test_get_local_imports_neither_the_container_runtime_nor_the_key_generator(tmp_path: Path) -> None:
     loaded = modules_after(["get", "--local"], tmp_path)
     assert loaded.isdisjoint(["kubetrain.local.containers", "cryptography"])
+
+
+def test_get_local_lists_runs_without_the_job_models(tmp_path: Path) -> None:
+    from kubetrain.local.state import RunDirectory, RunRecord
+
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "ddp"}, "spec": {}}
+    RunDirectory(tmp_path, "ddp").write(
+        RunRecord(job, [], runner_pid=1, runner_started_at=0.0, finished=True)
+    )
+    loaded = modules_after(["get", "--local"], tmp_path)
+    assert "kubetrain.api.summary" in loaded
+    assert loaded.isdisjoint(["pydantic", "kubetrain.api.jobs", "kubetrain.sdk.client"])

@@ -13,6 +13,7 @@ from lightkube.resources.core_v1 import Pod
 from builders import job
 from kubetrain.api.common import JobCondition, JobStatus, ReplicaStatus
 from kubetrain.api.jobs import TrainingJob
+from kubetrain.api.summary import JobSummary
 from kubetrain.cli import tables
 from kubetrain.sdk.backends.base import JobEvent
 
@@ -30,6 +31,10 @@ def running_job() -> TrainingJob:
     created = job("PyTorchJob", {"Master": 1, "Worker": 3}, name="mnist")
     meta = created.metadata.model_copy(update={"creation_timestamp": NOW - timedelta(minutes=5)})
     return created.model_copy(update={"metadata": meta}).with_status(status)
+
+
+def running_summary() -> JobSummary:
+    return JobSummary.from_wire(running_job().to_wire())
 
 
 def pod(name: str, restarts: int) -> Pod:
@@ -50,19 +55,19 @@ def test_ages_are_kubectls_short_durations(seconds: int, shown: str) -> None:
 
 
 def test_state_is_the_last_conditions_type() -> None:
-    assert tables.state(running_job()) == "Running"
+    assert running_summary().state == "Running"
 
 
 def test_replicas_are_active_of_desired_per_type_in_spec_order() -> None:
-    assert tables.replicas(running_job()) == "Master 1/1 Worker 2/3"
+    assert tables.replicas(running_summary()) == "Master 1/1 Worker 2/3"
 
 
 def test_restarts_add_live_pods_restarts_to_those_of_replaced_pods() -> None:
-    assert tables.restarts(running_job(), live_restarts=2) == 3
+    assert tables.restarts(running_summary(), live_restarts=2) == 3
 
 
 def test_a_row_has_the_printer_columns_values() -> None:
-    row = tables.job_row(running_job(), 0, NOW)
+    row = tables.job_row(running_summary(), 0, NOW)
     header = tables.columns(all_namespaces=False, several_kinds=False, wide=False)
     assert header == ["NAME", "STATE", "REPLICAS", "RESTARTS", "AGE"]
     assert tables.cells(row, header) == ["mnist", "Running", "Master 1/1 Worker 2/3", "1", "5m"]
@@ -76,6 +81,7 @@ def test_all_namespaces_and_several_kinds_add_their_columns_first() -> None:
 
 def test_names_are_kind_dot_group_slash_name() -> None:
     assert tables.qualified_name(running_job()) == "pytorchjob.kubeflow.org/mnist"
+    assert tables.qualified_name(running_summary()) == "pytorchjob.kubeflow.org/mnist"
 
 
 def test_describe_has_every_section_with_the_jobs_facts() -> None:

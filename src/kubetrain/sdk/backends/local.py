@@ -16,11 +16,9 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator, Mapping
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kubetrain.api.common import ConditionStatus, ConditionType, JobCondition
 from kubetrain.api.jobs import TrainingJob
 from kubetrain.api.manifest import parse_job
 from kubetrain.frameworks.registry import framework_for
@@ -49,27 +47,6 @@ LOCAL_NAMESPACE = "default"
 
 _RUN_COMMAND = "from kubetrain.cli.main import app; app()"
 """How the detached runner is started: this interpreter, so it finds this kubetrain and its packages."""
-
-
-def _stopped_condition(record: RunRecord) -> JobCondition | None:
-    """A Failed condition for a run that ended without a result, so waiting on it ends."""
-    if record.stale:
-        message = f"the local runner (pid {record.runner_pid}) is gone without finishing the job"
-        reason = "LocalRunnerGone"
-    elif record.finished and record.interrupted:
-        message = "the local run was stopped before the job finished"
-        reason = "LocalRunInterrupted"
-    else:
-        return None
-    now = datetime.now(UTC)
-    return JobCondition(
-        type=ConditionType.FAILED,
-        status=ConditionStatus.TRUE,
-        reason=reason,
-        message=message,
-        last_update_time=now,
-        last_transition_time=now,
-    )
 
 
 class LocalBackend:
@@ -104,12 +81,12 @@ class LocalBackend:
         if dry_run:
             return admitted
         self._start(directory, job)
-        return self._job(self._record(directory), directory)
+        return self._job(self._record(directory))
 
     def get(self, kind: JobKind, namespace: str, name: str) -> TrainingJob:
         directory = RunDirectory(self.state_dir, name)
         record = directory.read()
-        job = None if record is None else self._job(record, directory)
+        job = None if record is None else self._job(record)
         if job is None or kind.kind != job.KIND or kind.api_version != job.API_VERSION:
             raise JobNotFoundError(f"{kind.kind} {name} not found: no local run of it under {self.state_dir}")
         return job
@@ -117,7 +94,7 @@ class LocalBackend:
     def list_jobs(
         self, kind: JobKind | None, namespace: str | None, label_selector: str | None = None
     ) -> list[TrainingJob]:
-        jobs = [self._job(r, RunDirectory(self.state_dir, r.name)) for r in list_runs(self.state_dir)]
+        jobs = [self._job(r) for r in list_runs(self.state_dir)]
         return [
             j
             for j in jobs
@@ -134,7 +111,7 @@ class LocalBackend:
         changed = admit(parse_job(manifest, strict=True))
         self._stop(directory)
         self._start(directory, changed)
-        return self._job(self._record(directory), directory)
+        return self._job(self._record(directory))
 
     def scale(self, kind: JobKind, namespace: str, name: str, replicas: int) -> TrainingJob:
         replica_type = kind.framework.scale_replica_type
@@ -172,13 +149,13 @@ class LocalBackend:
         record = directory.read()
         if record is None:
             return []
-        job = self._job(record, directory)
+        job = self._job(record)
         pods = [_pod(job, replica) for replica in record.replicas]
         return [p for p in pods if all((p.metadata.labels or {}).get(k) == v for k, v in labels.items())]  # type: ignore[union-attr]
 
     def restarts(self, namespace: str, job_name: str) -> int:
         record = RunDirectory(self.state_dir, job_name).read()
-        return sum(replica.restarts for replica in record.replicas) if record is not None else 0
+        return record.restarts if record is not None else 0
 
     def logs(
         self,
@@ -194,7 +171,7 @@ class LocalBackend:
         record = directory.read()
         if record is None:
             raise JobNotFoundError(f"no local run of job {job_name!r} under {self.state_dir}")
-        job = self._job(record, directory)
+        job = self._job(record)
         replica_of = {_pod_name(job, r): r.name for r in record.replicas}
         unknown = [p for p in pods if p not in replica_of]
         if unknown:
@@ -304,23 +281,11 @@ class LocalBackend:
         wire.pop("status", None)
         return wire
 
-    def _job(self, record: RunRecord, directory: RunDirectory) -> TrainingJob:
+    def _job(self, record: RunRecord) -> TrainingJob:
         child = self._children.get(record.name)
         if child is not None:
             child.poll()
-        job = parse_job(record.job)
-        if job.metadata.creation_timestamp is None:
-            # A run is "created" when its runner started; `get` shows its AGE from this.
-            created = datetime.fromtimestamp(record.runner_started_at, UTC)
-            job = job.model_copy(
-                update={"metadata": job.metadata.model_copy(update={"creation_timestamp": created})}
-            )
-        stopped = _stopped_condition(record)
-        if stopped is not None and not job.status.is_finished:
-            job = job.with_status(
-                job.status.model_copy(update={"conditions": [*job.status.conditions, stopped]})
-            )
-        return job
+        return parse_job(record.job_wire())
 
 
 def _merge(target: Any, patch: Any) -> Any:

@@ -1,0 +1,104 @@
+"""What a listing shows of a job (``kubetrain get``), read from its wire form without building its model.
+
+Building a model means importing pydantic and every kind's model and building a validator: about 0.2 s of a
+command that prints a few columns. The objects listed were validated when they were stored (by the CRD schema
+on a cluster, by admission for a local run), but a listing must still never fail on one odd object: a field
+of the wrong shape reads as absent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+REPLICA_SPECS_SUFFIX = "ReplicaSpecs"
+"""Every kind names its replica map ``<framework>ReplicaSpecs`` (``pytorchReplicaSpecs``, ``mpiReplicaSpecs``,
+...): the one spec field with this suffix (a unit test holds every model to it)."""
+FINISHED = ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True)
+class ReplicaCounts:
+    replica_type: str
+    desired: int
+    active: int
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    api_version: str
+    kind: str
+    name: str
+    namespace: str
+    labels: Mapping[str, str]
+    created: datetime | None
+    condition_types: tuple[str, ...]
+    """Types of the conditions in order; the CRD's State column is the last one."""
+    message: str
+    """The last condition's message."""
+    replicas: tuple[ReplicaCounts, ...]
+    """In the spec's order."""
+    replaced_restarts: int
+    """Restarts of replicas already replaced, kept in the status (``ReplicaStatus.restarts``)."""
+
+    @property
+    def state(self) -> str:
+        return self.condition_types[-1] if self.condition_types else ""
+
+    @classmethod
+    def from_wire(cls, wire: Mapping[str, Any]) -> JobSummary:
+        metadata = _mapping(wire.get("metadata"))
+        spec = _mapping(wire.get("spec"))
+        status = _mapping(wire.get("status"))
+        conditions = [_mapping(c) for c in _list(status.get("conditions"))]
+        statuses = _mapping(status.get("replicaStatuses"))
+        specs = next((_mapping(v) for k, v in spec.items() if str(k).endswith(REPLICA_SPECS_SUFFIX)), {})
+        labels = _mapping(metadata.get("labels"))
+        return cls(
+            api_version=str(wire.get("apiVersion") or ""),
+            kind=str(wire.get("kind") or ""),
+            name=str(metadata.get("name") or ""),
+            namespace=str(metadata.get("namespace") or "default"),
+            labels={str(k): str(v) for k, v in labels.items()},
+            created=_time(metadata.get("creationTimestamp")) or _time(status.get("startTime")),
+            condition_types=tuple(str(c.get("type") or "") for c in conditions),
+            message=str(conditions[-1].get("message") or "") if conditions else "",
+            replicas=tuple(
+                ReplicaCounts(
+                    replica_type=str(replica_type),
+                    desired=_count(_mapping(replica_spec).get("replicas"), default=1),
+                    active=_count(_mapping(statuses.get(replica_type)).get("active")),
+                )
+                for replica_type, replica_spec in specs.items()
+            ),
+            replaced_restarts=sum(_count(_mapping(s).get("restarts")) for s in statuses.values()),
+        )
+
+
+def is_finished(wire: Mapping[str, Any]) -> bool:
+    """A Succeeded or Failed condition is True."""
+    conditions = [_mapping(c) for c in _list(_mapping(wire.get("status")).get("conditions"))]
+    return any(c.get("type") in FINISHED and c.get("status") == "True" for c in conditions)
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _count(value: object, default: int = 0) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def _time(value: object) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
