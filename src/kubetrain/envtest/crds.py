@@ -26,6 +26,8 @@ def install_crds(api: KubeApi, directory: Path, timeout: float = 30.0) -> list[s
     """Create or replace every CRD in ``directory/*.yaml``; return their names once all are Established and
     listed by discovery (right after Established, discovery can lag for a moment)."""
     crds = read_crds([*directory.glob("*.yaml"), *directory.glob("*.yml")])
+    if not crds:
+        raise FileNotFoundError(f"no CRD manifests (*.yaml) in {directory}")
     for crd in crds:
         name = crd["metadata"]["name"]
         try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -66,16 +67,18 @@ class GoTool:
             raise GoToolError(f"{error}; or set ${self.binary_env} to a {self.binary} binary") from error
 
     def module_dir(self, module_path: str) -> Path:
-        """Where Go keeps the source of a module this one requires (for the files a release ships)."""
-        listed = subprocess.run(
-            [self.go(), "list", "-m", "-f", "{{.Dir}}", module_path],
+        """Where Go keeps the source of a module this one requires (for the files a release ships),
+        downloaded first: the binary may be cached while Go's module cache was emptied (``go list -m``
+        then answers an empty directory)."""
+        downloaded = subprocess.run(
+            [self.go(), "mod", "download", "-json", module_path],
             cwd=self.module,
             env={**os.environ, "GOFLAGS": "-mod=mod"},
             capture_output=True,
             text=True,
             check=True,
         )
-        return Path(listed.stdout.strip())
+        return Path(json.loads(downloaded.stdout)["Dir"])
 
     def current(self) -> bool:
         stamp = self.directory / "fingerprint"

@@ -50,3 +50,22 @@ def test_the_environment_variable_names_a_binary_to_use_instead(
     monkeypatch.setenv("TOOL_BINARY", str(tmp_path / "elsewhere"))
 
     assert tool.ensure_built() == tmp_path / "elsewhere"
+
+
+def test_a_required_modules_source_is_downloaded_when_gos_module_cache_lacks_it(
+    tool: GoTool, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # A stand-in for `go` whose module cache is empty until `go mod download` fills it: `go list -m` would
+    # answer an empty directory here.
+    cache = tmp_path / "gomodcache" / "example.com" / "cmd@v1.0.0"
+    fake_go = tmp_path / "go"
+    fake_go.write_text(
+        "#!/bin/sh\n"
+        f'if [ "$1 $2 $3 $4" = "mod download -json example.com/cmd" ]; then mkdir -p {cache}; '
+        f'printf \'{{"Path": "example.com/cmd", "Dir": "{cache}"}}\\n\'; else echo; fi\n'
+    )
+    fake_go.chmod(0o755)
+    monkeypatch.setattr(GoTool, "go", lambda self: str(fake_go))
+
+    assert tool.module_dir("example.com/cmd") == cache
+    assert cache.is_dir()
