@@ -25,8 +25,8 @@ from typing import Any
 import httpx2
 from lightkube import KubeConfig
 from lightkube.config.client_adapter import user_auth, verify_cluster
+from operator_throughput import envtest_kubeconfig
 
-from kubetrain.envtest import controlplane
 from kubetrain.kube.runtime.client import connect, raise_for_status
 
 CONCURRENCY = 16
@@ -102,12 +102,7 @@ def main() -> None:
     parser.add_argument("--kubeconfig", type=Path, help="default: the running envtest's admin kubeconfig")
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args()
-    kubeconfig = args.kubeconfig
-    if kubeconfig is None:
-        state = controlplane.status(controlplane.default_run_dir()).state
-        if state is None:
-            sys.exit("no envtest running: start one with `kubetrain envtest start`")
-        kubeconfig = state.kubeconfig
+    kubeconfig = envtest_kubeconfig(args.kubeconfig)
     clients = {"aiohttp (ApiSession)": with_api_session, "httpx2 AsyncClient": with_httpx}
     results: dict[str, list[tuple[float, float]]] = {name: [] for name in clients}
     for run in range(args.runs):

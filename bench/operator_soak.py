@@ -28,15 +28,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from operator_throughput import (
-    BENCH_NODE,
     CREATE_CONCURRENCY,
     KUBETRAIN,
     OBJECTS_PER_JOB,
-    ROOT,
     Watcher,
+    bench_cluster,
     count,
     create_namespace,
     delete_namespace,
+    envtest_kubeconfig,
     post_all,
     pytorch_job,
     react,
@@ -44,10 +44,6 @@ from operator_throughput import (
     wait_until,
 )
 
-from kubetrain.envtest import controlplane
-from kubetrain.envtest.crds import install_crds
-from kubetrain.envtest.kubeapi import KubeApi
-from kubetrain.envtest.nodes import NodeShape, fake_node
 from kubetrain.kube.runtime.client import connect
 
 
@@ -160,24 +156,12 @@ def main() -> None:
     parser.add_argument("--gc-young-threshold", type=int, help="the operator's flag (default: its default)")
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args()
-    kubeconfig = args.kubeconfig
-    if kubeconfig is None:
-        state = controlplane.status(controlplane.default_run_dir()).state
-        if state is None:
-            sys.exit("no envtest running: start one with `kubetrain envtest start`")
-        kubeconfig = state.kubeconfig
+    kubeconfig = envtest_kubeconfig(args.kubeconfig)
     operator_args = []
     if args.gc_young_threshold is not None:
         operator_args = ["--gc-young-threshold", str(args.gc_young_threshold)]
-    with KubeApi.from_kubeconfig(kubeconfig) as api:
-        install_crds(api, ROOT / "manifests" / "crds")
-        version = str(api.get("/version")["gitVersion"])
-        roomy = fake_node(BENCH_NODE, 9, NodeShape(cpu="1000", memory="4Ti", pods=10_000, gpus=0), version)
-        api.create("/api/v1/nodes", roomy)
-        try:
-            results = soak(kubeconfig, args.rounds, args.jobs, args.metrics_port, operator_args)
-        finally:
-            api.delete(f"/api/v1/nodes/{BENCH_NODE}")
+    with bench_cluster(kubeconfig):
+        results = soak(kubeconfig, args.rounds, args.jobs, args.metrics_port, operator_args)
     if args.markdown:
         print(markdown(results))
 

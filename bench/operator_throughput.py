@@ -28,6 +28,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -429,6 +430,32 @@ async def measure(
     )
 
 
+def envtest_kubeconfig(given: Path | None) -> Path:
+    """``given``, else the running envtest's admin kubeconfig (exits when none runs)."""
+    if given is not None:
+        return given
+    state = controlplane.status(controlplane.default_run_dir()).state
+    if state is None:
+        sys.exit("no envtest running: start one with `kubetrain envtest start`")
+    return state.kubeconfig
+
+
+@contextlib.contextmanager
+def bench_cluster(kubeconfig: Path) -> Iterator[None]:
+    """kubetrain's CRDs installed and, while the bench runs, one roomy node: envtest's two nodes take 110
+    pods each, and without room for every pod the scheduler's retries of thousands of unschedulable pods, and
+    the operator's warnings about them, would be measured too."""
+    with KubeApi.from_kubeconfig(kubeconfig) as api:
+        install_crds(api, ROOT / "manifests" / "crds")
+        version = str(api.get("/version")["gitVersion"])
+        roomy = fake_node(BENCH_NODE, 9, NodeShape(cpu="1000", memory="4Ti", pods=10_000, gpus=0), version)
+        api.create("/api/v1/nodes", roomy)
+        try:
+            yield
+        finally:
+            api.delete(f"/api/v1/nodes/{BENCH_NODE}")
+
+
 def markdown(results: list[Result]) -> str:
     lines = [
         "| N jobs | plain client (jobs/s) | operator (jobs/s) | operator / plain | reaction p50 "
@@ -462,39 +489,20 @@ def main() -> None:
         "--gc-young-threshold", type=int, help="the operator's flag of that name (default: its default)"
     )
     args = parser.parse_args()
-    kubeconfig = args.kubeconfig
-    if kubeconfig is None:
-        state = controlplane.status(controlplane.default_run_dir()).state
-        if state is None:
-            sys.exit("no envtest running: start one with `kubetrain envtest start`")
-        kubeconfig = state.kubeconfig
+    kubeconfig = envtest_kubeconfig(args.kubeconfig)
     operator_args: tuple[str, ...] = ()
     if args.gc_young_threshold is not None:
         operator_args = ("--gc-young-threshold", str(args.gc_young_threshold))
     results = []
-    with KubeApi.from_kubeconfig(kubeconfig) as api:
-        install_crds(api, ROOT / "manifests" / "crds")
-        # envtest's two nodes take 110 pods each: without room for every pod, the scheduler's retries of
-        # thousands of unschedulable pods, and the operator's warnings about them, would be measured too.
-        version = str(api.get("/version")["gitVersion"])
-        roomy = fake_node(BENCH_NODE, 9, NodeShape(cpu="1000", memory="4Ti", pods=10_000, gpus=0), version)
-        api.create("/api/v1/nodes", roomy)
-        try:
-            for jobs in args.jobs:
-                result = asyncio.run(
-                    measure(
-                        kubeconfig,
-                        jobs,
-                        args.controller_threads,
-                        args.metrics_port,
-                        args.profile,
-                        operator_args,
-                    )
+    with bench_cluster(kubeconfig):
+        for jobs in args.jobs:
+            result = asyncio.run(
+                measure(
+                    kubeconfig, jobs, args.controller_threads, args.metrics_port, args.profile, operator_args
                 )
-                results.append(result)
-                print(json.dumps(result.__dict__), file=sys.stderr, flush=True)
-        finally:
-            api.delete(f"/api/v1/nodes/{BENCH_NODE}")
+            )
+            results.append(result)
+            print(json.dumps(result.__dict__), file=sys.stderr, flush=True)
     if args.markdown:
         print(markdown(results))
 
