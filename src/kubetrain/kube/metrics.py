@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, GCCollector, Histogram, ProcessCollector
 
+from kubetrain.kube.runtime.collector import PauseRecorder
+
 _JOB_LABELS = ("job_namespace", "framework")
 
 
@@ -68,13 +70,8 @@ class OperatorMetrics:
             "kubetrain_events_queued", "Kubernetes Events recorded and not yet posted", registry=r
         )
         self.is_leader = Gauge("kubetrain_leader", "1 while this process holds the leader Lease", registry=r)
-        self.gc_pause_seconds = Histogram(
-            "kubetrain_gc_pause_seconds",
-            "Cyclic garbage collections by generation (2: full), each a pause of every reconcile in flight",
-            ("generation",),
-            registry=r,
-            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0),
-        )
+        self.gc_pauses = PauseRecorder()
+        r.register(self.gc_pauses)
         # What controller-runtime's registry exports for a Go operator: memory, CPU, file descriptors.
         ProcessCollector(registry=r)
         GCCollector(registry=r)

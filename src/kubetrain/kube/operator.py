@@ -245,8 +245,7 @@ class Operator:
         servers = await self._serve_endpoints()
         self.events.start()
         caches = [asyncio.ensure_future(informer.run()) for informer in self.informers]
-        pauses = collector.PauseRecorder(self.metrics.gc_pause_seconds)
-        pauses.install()
+        self.metrics.gc_pauses.install()
         try:
             synced = asyncio.ensure_future(wait_for_sync(self.informers, CACHE_SYNC_TIMEOUT))
             stopping = asyncio.ensure_future(stop.wait())
@@ -270,7 +269,7 @@ class Operator:
                 return EXIT_LOST_LEASE
             return 0
         finally:
-            pauses.remove()
+            self.metrics.gc_pauses.remove()
             for task in caches:
                 task.cancel()
             await asyncio.gather(*caches, return_exceptions=True)

@@ -13,11 +13,14 @@ the middle and old thresholds stay Python's.
 
 from __future__ import annotations
 
+import bisect
 import gc
+import itertools
 import time
+from collections.abc import Iterator
 from typing import Any
 
-from prometheus_client import Histogram
+from prometheus_client.core import HistogramMetricFamily, Metric
 
 DEFAULT_YOUNG_THRESHOLD = 10_000
 """Container allocations (net of frees) between young collections; Python's default is 700."""
@@ -41,18 +44,31 @@ def freeze_survivors() -> None:
 
 
 class PauseRecorder:
-    """Times every collection into a histogram labelled by generation, while installed."""
+    """Times every collection, by generation, while installed; a Prometheus collector of those times
+    (``kubetrain_gc_pause_seconds``, a histogram).
 
-    def __init__(self, histogram: Histogram) -> None:
-        self.histogram = histogram
+    The callback runs inside a collection, which can start at almost any allocation, one made while a
+    metric's lock is held included (prometheus-client's locks are not reentrant): so it takes no lock and
+    only adds to preallocated counts, and the histogram is built from them when scraped.
+    """
+
+    NAME = "kubetrain_gc_pause_seconds"
+    BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
+    GENERATIONS = 3
+
+    def __init__(self) -> None:
         self._started = 0.0
+        self._counts = [[0] * (len(self.BUCKETS) + 1) for _ in range(self.GENERATIONS)]
+        self._sums = [0.0] * self.GENERATIONS
 
     def __call__(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
             self._started = time.perf_counter()
-        else:
-            elapsed = time.perf_counter() - self._started
-            self.histogram.labels(generation=str(info["generation"])).observe(elapsed)
+            return
+        elapsed = time.perf_counter() - self._started
+        generation = info["generation"]
+        self._sums[generation] += elapsed
+        self._counts[generation][bisect.bisect_left(self.BUCKETS, elapsed)] += 1
 
     def install(self) -> None:
         gc.callbacks.append(self)
@@ -60,3 +76,18 @@ class PauseRecorder:
     def remove(self) -> None:
         if self in gc.callbacks:
             gc.callbacks.remove(self)
+
+    def collect(self) -> Iterator[Metric]:
+        family = HistogramMetricFamily(
+            self.NAME,
+            "Cyclic garbage collections by generation (2: full), each a pause of every reconcile in flight",
+            labels=["generation"],
+        )
+        for generation, counts in enumerate(self._counts):
+            cumulative = list(itertools.accumulate(counts))
+            if cumulative[-1]:
+                bounds = [*(str(b) for b in self.BUCKETS), "+Inf"]
+                family.add_metric(
+                    [str(generation)], list(zip(bounds, cumulative, strict=True)), self._sums[generation]
+                )
+        yield family

@@ -6,7 +6,7 @@ import gc
 from collections.abc import Iterator
 
 import pytest
-from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
 from kubetrain.kube.runtime import collector
 
@@ -19,13 +19,15 @@ def restored_collector() -> Iterator[None]:
     gc.unfreeze()
 
 
-def pauses() -> tuple[CollectorRegistry, Histogram]:
+def registered() -> tuple[CollectorRegistry, collector.PauseRecorder]:
     registry = CollectorRegistry()
-    return registry, Histogram("pauses", "test", ("generation",), registry=registry)
+    recorder = collector.PauseRecorder()
+    registry.register(recorder)
+    return registry, recorder
 
 
 def observed(registry: CollectorRegistry, generation: str) -> float:
-    value = registry.get_sample_value("pauses_count", {"generation": generation})
+    value = registry.get_sample_value("kubetrain_gc_pause_seconds_count", {"generation": generation})
     return value or 0.0
 
 
@@ -57,8 +59,7 @@ def test_a_frozen_object_is_still_freed_when_its_last_reference_goes() -> None:
 
 
 def test_each_collection_is_timed_under_its_generation() -> None:
-    registry, histogram = pauses()
-    recorder = collector.PauseRecorder(histogram)
+    registry, recorder = registered()
     recorder.install()
     try:
         gc.collect(1)
@@ -67,13 +68,34 @@ def test_each_collection_is_timed_under_its_generation() -> None:
         recorder.remove()
     assert observed(registry, "1") >= 1
     assert observed(registry, "2") >= 1
+    assert registry.get_sample_value(
+        "kubetrain_gc_pause_seconds_bucket", {"generation": "2", "le": "+Inf"}
+    ) == observed(registry, "2")
 
 
 def test_a_removed_recorder_times_nothing() -> None:
-    registry, histogram = pauses()
-    recorder = collector.PauseRecorder(histogram)
+    registry, recorder = registered()
     recorder.install()
     recorder.remove()
     gc.collect()
     assert observed(registry, "2") == 0
     assert recorder not in gc.callbacks
+
+
+@pytest.mark.usefixtures("restored_collector")
+def test_a_scrape_completes_while_collections_run_at_every_allocation() -> None:
+    # A collection can start inside a scrape, while a metric's (non-reentrant) lock is held: the recorder
+    # takes no lock, so /metrics answers however often the collector runs.
+    registry, recorder = registered()
+    Histogram("other", "a labelled histogram beside it", ("kind",), registry=registry).labels(
+        kind="x"
+    ).observe(1)
+    recorder.install()
+    try:
+        gc.set_threshold(1)
+        for _ in range(20):
+            generate_latest(registry)
+    finally:
+        gc.set_threshold(700)
+        recorder.remove()
+    assert observed(registry, "0") > 0
