@@ -56,16 +56,6 @@ class Round:
     gc_full_collections: int
 
 
-def resident_mb(port: int) -> float:
-    import urllib.request
-
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    for line in text.splitlines():
-        if line.startswith("process_resident_memory_bytes "):
-            return float(line.split()[-1]) / 2**20
-    raise RuntimeError("the operator's /metrics has no process_resident_memory_bytes")
-
-
 async def one_round(kubeconfig: Path, jobs: int) -> None:
     client = connect(kubeconfig, qps=0, burst=1, timeout=60)
     namespace = f"bench-soak-{secrets.token_hex(3)}"
@@ -128,7 +118,7 @@ def soak(kubeconfig: Path, rounds: int, jobs: int, port: int, operator_args: lis
 
             result = Round(
                 round=number,
-                rss_mb=resident_mb(port),
+                rss_mb=after["rss_bytes"] / 2**20,
                 gc_pause_s=sum(delta(f"gc_sum_{generation}") for generation in "012"),
                 gc_full_collections=int(delta("gc_count_2")),
             )

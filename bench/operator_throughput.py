@@ -292,6 +292,8 @@ def scrape(port: int) -> dict[str, float]:
             values[match.group(2) or "events"] = float(match.group(3))
         elif line.startswith("kubetrain_events_queued "):
             values["events_queued"] = float(line.split()[-1])
+        elif line.startswith("process_resident_memory_bytes "):
+            values["rss_bytes"] = float(line.split()[-1])
         elif line.startswith("kubetrain_work_queue_depth{"):
             values["queue"] = values.get("queue", 0.0) + float(line.split()[-1])
         elif match := re.match(r'^kubetrain_gc_pause_seconds_(sum|count)\{generation="(\d)"\} (\S+)$', line):

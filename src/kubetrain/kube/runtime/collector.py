@@ -3,7 +3,7 @@
 The caches hold the API server's JSON as plain dicts and lists: no cycles, freed by reference counting the
 moment a watch event replaces them. Python's default (a young collection every 700 container allocations)
 makes a burst of 500 jobs run about 500 collections, and every full one walks the whole cache for nothing:
-1.6 s of collection in one such burst, the longest pause 310 ms, a pause of every reconcile in flight
+1.0 to 1.5 s of collection in one such burst, each collection a pause of every reconcile in flight
 (docs/benchmarks.md). A larger young generation collects the same garbage in fewer, cheaper passes; what
 survives start-up and the first cache fill is frozen, so full collections never walk it again.
 

@@ -49,7 +49,7 @@ def test_a_frozen_object_is_still_freed_when_its_last_reference_goes() -> None:
     import weakref
 
     class Cached:
-        pass
+        """A cached object (a class instance, so a weak reference can watch it go)."""
 
     entry = Cached()
     freed = weakref.ref(entry)
