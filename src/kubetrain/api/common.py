@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from kubetrain.api.base import IntOrString, Time, WireModel
+from kubetrain.api.progress import TrainerStatus
 
 
 class RestartPolicy(StrEnum):
@@ -30,6 +31,9 @@ class ConditionType(StrEnum):
     SUCCEEDED = "Succeeded"
     SUSPENDED = "Suspended"
     FAILED = "Failed"
+    STALLED = "Stalled"
+    """kubetrain extension: a running job has not reported progress for longer than it allows
+    (``kubetrain.dev/progress-deadline-seconds``). Present only while that is so."""
 
 
 class ConditionStatus(StrEnum):
@@ -96,7 +100,7 @@ class RunPolicy(WireModel):
 
 class JobCondition(WireModel):
     type: ConditionType
-    """Created, Running, Restarting, Succeeded, Suspended or Failed."""
+    """Created, Running, Restarting, Succeeded, Suspended, Failed or (kubetrain) Stalled."""
     status: ConditionStatus
     reason: str | None = None
     message: str | None = None
@@ -144,6 +148,9 @@ class JobStatus(WireModel):
     """When the job succeeded or failed."""
     last_reconcile_time: Time | None = None
     """Last time gang scheduling forced a reconcile."""
+    trainer_status: TrainerStatus | None = None
+    """The progress and metrics the training last reported (Kubeflow Trainer v2's ``trainerStatus``);
+    empty until it reports."""
 
     def condition(self, type_: ConditionType) -> JobCondition | None:
         return next((c for c in self.conditions if c.type == type_), None)

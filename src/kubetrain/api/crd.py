@@ -34,6 +34,7 @@ from pydantic_core import core_schema
 
 from kubetrain.api.jobs import GROUP, TrainingJob
 from kubetrain.api.podtemplate import pod_template_schema
+from kubetrain.api.progress import MAX_METRIC_NAME, MAX_METRIC_VALUE, MAX_METRICS, MAX_REMAINING_SECONDS
 
 DNS1035_LABEL_MAX = 63
 """Pods and Services are named ``<job>-<type>-<index>``; a Service name is a DNS-1035 label."""
@@ -125,6 +126,12 @@ def crd_for(
                     "subresources": subresources,
                     "additionalPrinterColumns": [
                         {"name": "State", "type": "string", "jsonPath": ".status.conditions[-1:].type"},
+                        # Kubeflow Trainer v2's column for the same field (KEP-2779).
+                        {
+                            "name": "Progress %",
+                            "type": "integer",
+                            "jsonPath": ".status.trainerStatus.progressPercentage",
+                        },
                         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
                     ],
                 }
@@ -303,6 +310,19 @@ def _constrain_common_fields(
     replica_spec["properties"]["template"] = pod_template_schema()
     if description:
         replica_spec["properties"]["template"]["description"] = description
+    _constrain_trainer_status(schema_node(schema, "status.trainerStatus"))
+
+
+def _constrain_trainer_status(trainer_status: Schema) -> None:
+    """Trainer v2's bounds on a report, so that no writer can store what the endpoints refuse."""
+    fields = trainer_status["properties"]
+    fields["progressPercentage"].update(minimum=0, maximum=100)
+    fields["estimatedRemainingSeconds"].update(minimum=0, maximum=MAX_REMAINING_SECONDS)
+    metrics = fields["metrics"]
+    metrics.update({"maxItems": MAX_METRICS, "x-kubernetes-list-type": "atomic"})
+    metric = metrics["items"]["properties"]
+    metric["name"].update(minLength=1, maxLength=MAX_METRIC_NAME)
+    metric["value"].update(minLength=1, maxLength=MAX_METRIC_VALUE)
 
 
 def _common_rules(replica_map: str, replica_types: Sequence[str]) -> dict[str, Sequence[Rule]]:

@@ -42,10 +42,24 @@ class JobSummary:
     """In the spec's order."""
     replaced_restarts: int
     """Restarts of replicas already replaced, kept in the status (``ReplicaStatus.restarts``)."""
+    progress: int | None = None
+    """``status.trainerStatus.progressPercentage``: how complete the training says it is."""
+    remaining_seconds: int | None = None
+    """``status.trainerStatus.estimatedRemainingSeconds``, as of ``reported_at``."""
+    reported_at: datetime | None = None
+    """``status.trainerStatus.lastUpdatedTime``."""
+    metrics: tuple[tuple[str, str], ...] = ()
+    """The latest reported metrics, ``(name, value)``."""
 
     @property
     def state(self) -> str:
         return self.condition_types[-1] if self.condition_types else ""
+
+    def remaining_at(self, now: datetime) -> float | None:
+        """Seconds of training left at ``now`` by the last estimate; None when unknown or finished."""
+        if self.remaining_seconds is None or self.reported_at is None or self.state in FINISHED:
+            return None
+        return max(0.0, self.remaining_seconds - (now - self.reported_at).total_seconds())
 
     @classmethod
     def from_wire(cls, wire: Mapping[str, Any]) -> JobSummary:
@@ -56,6 +70,8 @@ class JobSummary:
         statuses = _mapping(status.get("replicaStatuses"))
         specs = next((_mapping(v) for k, v in spec.items() if str(k).endswith(REPLICA_SPECS_SUFFIX)), {})
         labels = _mapping(metadata.get("labels"))
+        trainer = _mapping(status.get("trainerStatus"))
+        metrics = (_mapping(m) for m in _list(trainer.get("metrics")))
         return cls(
             api_version=str(wire.get("apiVersion") or ""),
             kind=str(wire.get("kind") or ""),
@@ -74,6 +90,14 @@ class JobSummary:
                 for replica_type, replica_spec in specs.items()
             ),
             replaced_restarts=sum(_count(_mapping(s).get("restarts")) for s in statuses.values()),
+            progress=_int(trainer.get("progressPercentage")),
+            remaining_seconds=_int(trainer.get("estimatedRemainingSeconds")),
+            reported_at=_time(trainer.get("lastUpdatedTime")),
+            metrics=tuple(
+                (str(m["name"]), str(m["value"]))
+                for m in metrics
+                if isinstance(m.get("name"), str) and isinstance(m.get("value"), str)
+            ),
         )
 
 
@@ -93,6 +117,10 @@ def _list(value: object) -> list[Any]:
 
 def _count(value: object, default: int = 0) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _time(value: object) -> datetime | None:

@@ -106,7 +106,8 @@ def get(
     kubeconfig: Path | None = KubeconfigOption,
     context: str | None = ContextOption,
 ) -> None:
-    """Show jobs: NAME, STATE and AGE (the CRDs' printer columns), REPLICAS (active/desired) and RESTARTS.
+    """Show jobs: NAME, STATE, PROGRESS and AGE (the CRDs' printer columns), ETA, REPLICAS (active/desired)
+    and RESTARTS; -o wide adds the latest metrics.
 
     Example: kubetrain get pytorchjobs -n team-a
 
@@ -151,13 +152,19 @@ def get(
             for row in _rows(*listed()):
                 key = (row.namespace, row.kind, row.name)
                 previous = seen.get(key)
-                if previous is None or (previous.state, previous.replicas, previous.restarts) != (
-                    row.state,
-                    row.replicas,
-                    row.restarts,
-                ):
+                if previous is None or _changed(previous, row):
                     _print_table([row], header, with_header=False)
                 seen[key] = row
+
+
+def _changed(previous: tables.JobRow, row: tables.JobRow) -> bool:
+    """What a watch prints a row again for: not AGE or ETA, which change every second on their own."""
+    return (previous.state, previous.progress, previous.replicas, previous.restarts) != (
+        row.state,
+        row.progress,
+        row.replicas,
+        row.restarts,
+    )
 
 
 def _rows(wires: list[dict[str, Any]], restarts: Restarts) -> list[tables.JobRow]:

@@ -1,7 +1,8 @@
 """What ``get`` and ``describe`` print: pure functions from jobs, pods and events to rows and text.
 
-Columns follow the CRDs' printer columns (NAME, STATE, AGE) with REPLICAS (``Worker 2/3``: active of
-desired, per replica type) and RESTARTS added, as ``kubectl get pytorchjobs`` users expect to read them.
+Columns follow the CRDs' printer columns (NAME, STATE, PROGRESS, AGE) with ETA (the training's own estimate
+of the time left, counted down since it reported), REPLICAS (``Worker 2/3``: active of desired, per replica
+type) and RESTARTS added, as ``kubectl get pytorchjobs`` users expect to read them.
 """
 
 from __future__ import annotations
@@ -26,7 +27,16 @@ def age(since: datetime | None, now: datetime) -> str:
     """kubectl's short ages: ``45s``, ``12m``, ``5h``, ``3d``."""
     if since is None:
         return "<unknown>"
-    seconds = max(0, int((now - since).total_seconds()))
+    return duration((now - since).total_seconds())
+
+
+UNKNOWN = "-"
+"""A cell the job has no value for (it never reported progress)."""
+
+
+def duration(seconds: float) -> str:
+    """``45s``, ``12m``, ``5h``, ``3d``: kubectl's short ages, for a span of time."""
+    seconds = max(0, int(seconds))
     if seconds < 120:
         return f"{seconds}s"
     if seconds < 7200:
@@ -34,6 +44,20 @@ def age(since: datetime | None, now: datetime) -> str:
     if seconds < 2 * 86400:
         return f"{seconds // 3600}h"
     return f"{seconds // 86400}d"
+
+
+def progress(job: JobSummary) -> str:
+    return UNKNOWN if job.progress is None else f"{job.progress}%"
+
+
+def eta(job: JobSummary, now: datetime) -> str:
+    remaining = job.remaining_at(now)
+    return UNKNOWN if remaining is None else duration(remaining)
+
+
+def metrics(job: JobSummary) -> str:
+    """``loss=0.23,acc=0.91``: the latest reported metrics."""
+    return ",".join(f"{name}={value}" for name, value in job.metrics) or UNKNOWN
 
 
 def replicas(job: JobSummary) -> str:
@@ -60,11 +84,14 @@ class JobRow:
     kind: str
     name: str
     state: str
+    progress: str
+    eta: str
     replicas: str
     restarts: int
     age: str
     message: str
     created: str
+    metrics: str
 
 
 def job_row(job: JobSummary, live_restarts: int, now: datetime) -> JobRow:
@@ -74,22 +101,25 @@ def job_row(job: JobSummary, live_restarts: int, now: datetime) -> JobRow:
         kind=job.kind,
         name=job.name,
         state=job.state,
+        progress=progress(job),
+        eta=eta(job, now),
         replicas=replicas(job),
         restarts=restarts(job, live_restarts),
         age=age(created, now),
         message=job.message,
         created=created.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if created else "",
+        metrics=metrics(job),
     )
 
 
 def columns(*, all_namespaces: bool, several_kinds: bool, wide: bool) -> list[str]:
-    names = ["NAME", "STATE", "REPLICAS", "RESTARTS", "AGE"]
+    names = ["NAME", "STATE", "PROGRESS", "ETA", "REPLICAS", "RESTARTS", "AGE"]
     if several_kinds:
         names.insert(1, "KIND")
     if all_namespaces:
         names.insert(0, "NAMESPACE")
     if wide:
-        names += ["CREATED", "MESSAGE"]
+        names += ["CREATED", "METRICS", "MESSAGE"]
     return names
 
 
@@ -99,10 +129,13 @@ def cells(row: JobRow, names: Sequence[str]) -> list[str]:
         "KIND": row.kind,
         "NAME": row.name,
         "STATE": row.state,
+        "PROGRESS": row.progress,
+        "ETA": row.eta,
         "REPLICAS": row.replicas,
         "RESTARTS": str(row.restarts),
         "AGE": row.age,
         "CREATED": row.created,
+        "METRICS": row.metrics,
         "MESSAGE": row.message,
     }
     return [values[name] for name in names]

@@ -9,6 +9,7 @@ from kubetrain.api.jobs import TrainingJob
 from kubetrain.api.podtemplate import checked_pod_template_schema
 from kubetrain.api.structural import schema_errors
 from kubetrain.api.validation import invalid, non_negative_errors
+from kubetrain.engine.progress import progress_deadline_errors
 from kubetrain.engine.types import ReplicaLimits
 from kubetrain.frameworks.base import Framework
 from kubetrain.frameworks.registry import framework_for
@@ -89,7 +90,7 @@ def admit(job: JobT, framework: Framework[Any] | None = None, limits: ReplicaLim
         raise InvalidJobError(early)
     framework = framework or framework_for(job)
     defaulted: JobT = framework.set_defaults(job)
-    errors = counts_errors(defaulted) + framework.validate(defaulted)
+    errors = counts_errors(defaulted) + progress_deadline_errors(defaulted) + framework.validate(defaulted)
     if errors:
         raise InvalidJobError(errors)
     return defaulted

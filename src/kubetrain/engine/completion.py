@@ -6,6 +6,7 @@ from datetime import timedelta
 
 from kubetrain.api.common import CleanPodPolicy, ConditionType
 from kubetrain.engine.context import ReconcileContext
+from kubetrain.engine.progress import clear_stalled
 from kubetrain.engine.types import DeleteJob, EventType, Phase
 
 _STILL_RUNNING = frozenset({Phase.RUNNING, Phase.PENDING})
@@ -15,6 +16,7 @@ def finish(ctx: ReconcileContext) -> None:
     """Everything a finished job still needs; safe to run on every reconcile after it finished."""
     if ctx.status.completion_time is None:
         ctx.status.completion_time = ctx.now
+    clear_stalled(ctx)
     clean_replicas(ctx)
     ctx.delete_pod_group()
     if ctx.status.is_true(ConditionType.SUCCEEDED):

@@ -32,7 +32,7 @@ from kubetrain.engine.types import (
 )
 from kubetrain.frameworks.base import Framework
 
-_WARNING_CONDITIONS = frozenset({ConditionType.RESTARTING, ConditionType.FAILED})
+_WARNING_CONDITIONS = frozenset({ConditionType.RESTARTING, ConditionType.FAILED, ConditionType.STALLED})
 
 ReplicaKey = tuple[str, int]
 

@@ -10,7 +10,8 @@ The steps follow upstream's reconcile order (upstream-behaviour §4.1 step 7):
 6. backoffLimit / activeDeadlineSeconds exceeded → Failed, everything deleted;
 7. gang scheduling: sync the PodGroup (under Volcano wait until it is admitted);
 8. replicas: create, restart, scale down, count;
-9. the framework's success / failure rules, then startTime / completionTime.
+9. the framework's success / failure rules, then startTime / completionTime;
+10. a running job silent past its progress deadline is marked Stalled (or failed, if it asks).
 
 A job that finishes in step 8 or 9 is cleaned up in the same Decision (and nothing is created for
 it), rather than on the next reconcile as upstream does.
@@ -31,6 +32,7 @@ from kubetrain.engine.conditions import condition_reason, created_message
 from kubetrain.engine.context import ReconcileContext
 from kubetrain.engine.gang import sync_pod_group
 from kubetrain.engine.limits import deadline_remaining, fail_for_limit, failure_from_limits
+from kubetrain.engine.progress import check_progress, clear_stalled
 from kubetrain.engine.replicas import force_stuck_replicas, reconcile_replicas
 from kubetrain.engine.suspension import resume_if_suspended, suspend
 from kubetrain.engine.types import Decision, Observation, Traits
@@ -74,6 +76,7 @@ def reconcile(
     if ctx.status.is_finished:
         finish(ctx)
     elif ctx.job.run_policy.suspend:
+        clear_stalled(ctx)
         suspend(ctx)
         delete_autoscaler(ctx)
     else:
@@ -137,6 +140,8 @@ def _run(ctx: ReconcileContext) -> None:
     context = StatusContext(current, ctx.status.replica_statuses, observed, ctx.traits.colocated, retried)
     for proposal in ctx.framework.status_rules(context):
         ctx.set_condition(proposal.type, proposal.reason, proposal.message)
+    if not ctx.status.is_finished:
+        check_progress(ctx)
 
     if ctx.status.is_finished:
         ctx.drop_creations()

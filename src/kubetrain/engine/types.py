@@ -25,6 +25,32 @@ class Phase(StrEnum):
 
 
 @dataclass(frozen=True)
+class ObservedContainer:
+    """One container of a replica as the kubelet (or the local runner) reports it: what diagnosis reads."""
+
+    name: str
+    image: str = ""
+    """The image reference the spec asks for."""
+    image_id: str = ""
+    """What the runtime resolved it to (``imageID``: the digest); empty until the container started."""
+    init: bool = False
+    running_since: datetime | None = None
+    """When its current run started, while it runs."""
+    waiting_reason: str | None = None
+    """``CrashLoopBackOff``, ``ImagePullBackOff``, ``ErrImagePull``, ... while it waits."""
+    waiting_message: str | None = None
+    last_exit_code: int | None = None
+    """Exit code of its current (terminated) or previous run."""
+    last_reason: str | None = None
+    """Why that run ended: ``OOMKilled``, ``Error``, ``Completed``."""
+    last_message: str | None = None
+    """That run's termination message: its last lines of output when it failed."""
+    memory_limit: str | None = None
+    """``resources.limits.memory`` as written (``4Gi``)."""
+    restart_count: int = 0
+
+
+@dataclass(frozen=True)
 class ObservedReplica:
     """One replica as the substrate sees it (a pod, or a local process)."""
 
@@ -53,6 +79,13 @@ class ObservedReplica:
     """``(reason, detail)`` for each abnormal sign the kubelet reports of the pod (a container that
     exited non-zero, one waiting with a message, a latest condition not True); the detail names the
     container, not the pod. Empty where the substrate has no such reports (local)."""
+    containers: tuple[ObservedContainer, ...] = ()
+    """Its containers (init containers first), where the substrate reports them."""
+    unschedulable: str | None = None
+    """The scheduler's reason while it cannot be placed (``0/4 nodes are available: 4 Insufficient
+    nvidia.com/gpu``): the pod's ``PodScheduled`` condition is False with reason ``Unschedulable``."""
+    ready_since: datetime | None = None
+    """When it last became Ready, while it is."""
 
 
 @dataclass(frozen=True)

@@ -76,8 +76,8 @@ def test_submit_then_wait_until_succeeded_and_get_shows_it(
         waited.stderr
     )
     listing = kubetrain("get", "pytorchjobs").stdout.splitlines()
-    assert listing[0].split() == ["NAME", "STATE", "REPLICAS", "RESTARTS", "AGE"]
-    assert re.match(r"ok\s+Succeeded\s+Master 0/1 Worker 0/1\s+0\s+\d+s$", listing[1].rstrip())
+    assert listing[0].split() == ["NAME", "STATE", "PROGRESS", "ETA", "REPLICAS", "RESTARTS", "AGE"]
+    assert re.match(r"ok\s+Succeeded\s+-\s+-\s+Master 0/1 Worker 0/1\s+0\s+\d+s$", listing[1].rstrip())
 
 
 @pytest.mark.usefixtures("operator")

@@ -61,8 +61,8 @@ def test_submit_wait_get_and_logs_of_a_local_run(kubetrain: Any, tmp_path: Path)
     waited = kubetrain("wait", "demo", "--for=condition=Succeeded", "--timeout=60s")
     assert (waited.exit_code, waited.stdout) == (0, "pytorchjob.kubeflow.org/demo condition met\n")
     listing = kubetrain("get", "pytorchjobs").stdout.splitlines()
-    assert listing[0].split() == ["NAME", "STATE", "REPLICAS", "RESTARTS", "AGE"]
-    assert re.match(r"demo\s+Succeeded\s+Master 0/1 Worker 0/2\s+0\s+\d+s", listing[1])
+    assert listing[0].split() == ["NAME", "STATE", "PROGRESS", "ETA", "REPLICAS", "RESTARTS", "AGE"]
+    assert re.match(r"demo\s+Succeeded\s+-\s+-\s+Master 0/1 Worker 0/2\s+0\s+\d+s", listing[1])
     logs = kubetrain("logs", "demo").stdout.splitlines()
     assert logs == [
         f"{replica}-{index} | rank={rank} step={step}"

@@ -31,6 +31,7 @@ _ALLOWED_KEYWORDS = {
     "maxProperties",
     "maxItems",
     "maxLength",
+    "minLength",
     "pattern",
     "nullable",
     "x-kubernetes-preserve-unknown-fields",

@@ -253,10 +253,11 @@ def test_no_scale_subresource_where_upstream_has_none(kind_version: str) -> None
     assert "scale" not in _crd(kind_version)["spec"]["versions"][0]["subresources"]
 
 
-def test_printer_columns_are_state_and_age() -> None:
+def test_printer_columns_are_state_progress_and_age() -> None:
     for crd in EVERY_CRD.values():
         assert crd["spec"]["versions"][0]["additionalPrinterColumns"] == [
             {"name": "State", "type": "string", "jsonPath": ".status.conditions[-1:].type"},
+            {"name": "Progress %", "type": "integer", "jsonPath": ".status.trainerStatus.progressPercentage"},
             {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
         ]
 

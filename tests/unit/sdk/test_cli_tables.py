@@ -66,17 +66,46 @@ def test_restarts_add_live_pods_restarts_to_those_of_replaced_pods() -> None:
     assert tables.restarts(running_summary(), live_restarts=2) == 3
 
 
+def reporting_summary(state: str = "Running") -> JobSummary:
+    wire = running_job().to_wire()
+    wire["status"]["conditions"][-1]["type"] = state
+    wire["status"]["trainerStatus"] = {
+        "progressPercentage": 45,
+        "estimatedRemainingSeconds": 600,
+        "metrics": [{"name": "loss", "value": "0.23"}, {"name": "acc", "value": "0.91"}],
+        "lastUpdatedTime": "2026-01-01T11:58:00Z",
+    }
+    return JobSummary.from_wire(wire)
+
+
 def test_a_row_has_the_printer_columns_values() -> None:
     row = tables.job_row(running_summary(), 0, NOW)
     header = tables.columns(all_namespaces=False, several_kinds=False, wide=False)
-    assert header == ["NAME", "STATE", "REPLICAS", "RESTARTS", "AGE"]
-    assert tables.cells(row, header) == ["mnist", "Running", "Master 1/1 Worker 2/3", "1", "5m"]
+    assert header == ["NAME", "STATE", "PROGRESS", "ETA", "REPLICAS", "RESTARTS", "AGE"]
+    assert tables.cells(row, header) == ["mnist", "Running", "-", "-", "Master 1/1 Worker 2/3", "1", "5m"]
+
+
+def test_progress_is_the_reported_percentage_and_eta_counts_down_from_the_report() -> None:
+    row = tables.job_row(reporting_summary(), 0, NOW)
+    assert (row.progress, row.eta) == ("45%", "8m")
+
+
+def test_eta_never_goes_below_zero_and_a_finished_job_has_none() -> None:
+    late = NOW + timedelta(hours=1)
+    assert tables.job_row(reporting_summary(), 0, late).eta == "0s"
+    assert tables.job_row(reporting_summary("Succeeded"), 0, NOW).eta == "-"
+
+
+def test_wide_rows_show_the_latest_metrics() -> None:
+    header = tables.columns(all_namespaces=False, several_kinds=False, wide=True)
+    cells = dict(zip(header, tables.cells(tables.job_row(reporting_summary(), 0, NOW), header), strict=True))
+    assert cells["METRICS"] == "loss=0.23,acc=0.91"
 
 
 def test_all_namespaces_and_several_kinds_add_their_columns_first() -> None:
     header = tables.columns(all_namespaces=True, several_kinds=True, wide=True)
     assert header[:3] == ["NAMESPACE", "NAME", "KIND"]
-    assert header[-2:] == ["CREATED", "MESSAGE"]
+    assert header[-3:] == ["CREATED", "METRICS", "MESSAGE"]
 
 
 def test_names_are_kind_dot_group_slash_name() -> None:
