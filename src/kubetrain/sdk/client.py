@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 from kubetrain.api.common import ConditionType, JobCondition
 from kubetrain.api.jobs import TrainingJob
 from kubetrain.api.manifest import parse_job
+from kubetrain.api.progress import ProgressHistory
+from kubetrain.engine.diagnosis import Finding
 from kubetrain.frameworks.labels import (
     JOB_NAME_LABEL,
     JOB_ROLE_LABEL,
@@ -477,6 +479,22 @@ class TrainingClient:
         target, kind = self._namespace(namespace), self._kind(job_kind)
         pods = self._pod_names(target, name, {JOB_NAME_LABEL: name})
         return self.backend.events(target, kind.kind, name, pods)
+
+    # --- progress, diagnosis (kubetrain extensions) ---------------------------------------------
+
+    def get_job_progress_history(
+        self, name: str, namespace: str | None = None, job_kind: str | None = None
+    ) -> ProgressHistory:
+        """The job's progress reports over its whole life, thinned to a few hundred points: its loss curve.
+        The latest report is on the job itself, ``get_job(name).status.trainer_status``."""
+        return self.backend.progress_history(self._kind(job_kind), self._namespace(namespace), name)
+
+    def get_job_diagnosis(
+        self, name: str, namespace: str | None = None, job_kind: str | None = None
+    ) -> list[Finding]:
+        """What is wrong with the job now, if anything: each finding names the replicas, the cause and the
+        fix (the same findings the operator and ``kubetrain run`` raise as Warning events)."""
+        return self.backend.diagnose(self._kind(job_kind), self._namespace(namespace), name)
 
     def kind_of(self, job: TrainingJob) -> JobKind:
         return kind_of(job)

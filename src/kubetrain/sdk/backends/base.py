@@ -9,6 +9,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kubetrain.api.jobs import TrainingJob
+from kubetrain.api.progress import ProgressHistory
+from kubetrain.engine.diagnosis import Finding
 from kubetrain.sdk.kinds import JobKind
 
 if TYPE_CHECKING:
@@ -90,4 +92,14 @@ class Backend(Protocol):
 
     def events(self, namespace: str, kind: str, job_name: str, pod_names: list[str]) -> list[JobEvent]:
         """Events about the job (``<kind>/<job_name>``) and its pods, oldest first."""
+        ...
+
+    def progress_history(self, kind: JobKind, namespace: str, name: str) -> ProgressHistory:
+        """The job's progress reports over its life, thinned (``api.progress.ProgressHistory``); empty when
+        it never reported."""
+        ...
+
+    def diagnose(self, kind: JobKind, namespace: str, name: str) -> list[Finding]:
+        """The failure modes the job shows now (``engine.diagnosis``), computed from its replicas as they are:
+        a resolved one is no longer listed."""
         ...

@@ -22,6 +22,8 @@ from lightkube.types import CascadeType, PatchType
 from kubetrain.api.errors import InvalidJobError
 from kubetrain.api.jobs import TrainingJob
 from kubetrain.api.manifest import job_shell, parse_job
+from kubetrain.api.progress import ProgressHistory
+from kubetrain.engine.diagnosis import Finding
 from kubetrain.frameworks.labels import JOB_NAME_LABEL
 from kubetrain.sdk.backends.base import JobEvent, LogLine
 from kubetrain.sdk.errors import (
@@ -393,3 +395,9 @@ class KubernetesBackend:
                 )
             )
         return sorted(events, key=lambda e: e.last_seen.timestamp() if e.last_seen else 0.0)
+
+    def progress_history(self, kind: JobKind, namespace: str, name: str) -> ProgressHistory:
+        raise NotImplementedError("progress history: being built on its branch")
+
+    def diagnose(self, kind: JobKind, namespace: str, name: str) -> list[Finding]:
+        raise NotImplementedError("diagnosis: being built on its branch")

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from kubetrain.api.jobs import TrainingJob
 from kubetrain.api.manifest import parse_job
+from kubetrain.api.progress import ProgressHistory
+from kubetrain.engine.diagnosis import Finding
 from kubetrain.frameworks.registry import framework_for
 from kubetrain.local.runtime import Runtime
 from kubetrain.local.state import ReplicaRecord, RunDirectory, RunRecord, default_state_dir, list_runs
@@ -286,6 +288,12 @@ class LocalBackend:
         if child is not None:
             child.poll()
         return parse_job(record.job_wire())
+
+    def progress_history(self, kind: JobKind, namespace: str, name: str) -> ProgressHistory:
+        raise NotImplementedError("progress history: being built on its branch")
+
+    def diagnose(self, kind: JobKind, namespace: str, name: str) -> list[Finding]:
+        raise NotImplementedError("diagnosis: being built on its branch")
 
 
 def _merge(target: Any, patch: Any) -> Any:
