@@ -7,17 +7,20 @@ Pure functions of the cached wire JSON. Only children whose controller ownerRefe
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 from kubetrain.api.jobs import TrainingJob
-from kubetrain.engine.types import Observation, ObservedReplica, Phase, PodGroupState
+from kubetrain.engine.types import Observation, ObservedContainer, ObservedReplica, Phase, PodGroupState
 from kubetrain.frameworks.base import Framework
+from kubetrain.kube.render import SCHEDULER_PLUGINS_POD_GROUP_LABEL, VOLCANO_GROUP_NAME_ANNOTATION
 
 KubeObject = Mapping[str, Any]
 
 _PHASES = {phase.value: phase for phase in Phase}
 _NEVER = datetime.min.replace(tzinfo=UTC)
+DEFAULT_SCHEDULER = "default-scheduler"
 
 
 def parse_time(text: str | None) -> datetime | None:
@@ -120,6 +123,79 @@ def pod_warnings(pod: KubeObject) -> tuple[tuple[str, str], ...]:
     return ((reason, f"condition message: {latest.get('message') or ''}"),)
 
 
+def _condition(pod: KubeObject, type_: str) -> Mapping[str, Any] | None:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c.get("type") == type_), None)
+
+
+def unschedulable_message(pod: KubeObject) -> str | None:
+    """The scheduler's reason while it cannot place the pod (``PodScheduled`` False, ``Unschedulable``)."""
+    scheduled = _condition(pod, "PodScheduled")
+    if scheduled is None or scheduled.get("status") != "False" or scheduled.get("reason") != "Unschedulable":
+        return None
+    return str(scheduled.get("message") or "Unschedulable")
+
+
+def ready_since(pod: KubeObject) -> datetime | None:
+    ready = _condition(pod, "Ready")
+    if ready is None or ready.get("status") != "True":
+        return None
+    return parse_time(ready.get("lastTransitionTime"))
+
+
+def gang_scheduled(pod: KubeObject) -> bool:
+    """The pod is in a PodGroup (Volcano's annotation, scheduler-plugins' label) and names a scheduler other
+    than the default one: a gang scheduler places it together with its group."""
+    metadata = pod.get("metadata") or {}
+    in_group = VOLCANO_GROUP_NAME_ANNOTATION in (metadata.get("annotations") or {}) or (
+        SCHEDULER_PLUGINS_POD_GROUP_LABEL in (metadata.get("labels") or {})
+    )
+    scheduler = (pod.get("spec") or {}).get("schedulerName") or DEFAULT_SCHEDULER
+    return in_group and scheduler != DEFAULT_SCHEDULER
+
+
+def observed_containers(pod: KubeObject) -> tuple[ObservedContainer, ...]:
+    """The pod's init containers, then its containers: as its spec declares them, and their statuses."""
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    observed: list[ObservedContainer] = []
+    for init, spec_key, status_key in (
+        (True, "initContainers", "initContainerStatuses"),
+        (False, "containers", "containerStatuses"),
+    ):
+        statuses = {str(s.get("name")): s for s in status.get(status_key) or []}
+        for declared in spec.get(spec_key) or []:
+            name = str(declared.get("name") or "")
+            observed.append(_observed_container(declared, statuses.get(name) or {}, init))
+    return tuple(observed)
+
+
+def _observed_container(
+    declared: Mapping[str, Any], status: Mapping[str, Any], init: bool
+) -> ObservedContainer:
+    state = status.get("state") or {}
+    running = state.get("running") or {}
+    waiting = state.get("waiting") or {}
+    # The current run once it ended, else the previous one (after a restart).
+    ended = state.get("terminated") or (status.get("lastState") or {}).get("terminated") or {}
+    limits = (declared.get("resources") or {}).get("limits") or {}
+    memory = limits.get("memory")
+    return ObservedContainer(
+        name=str(declared.get("name") or ""),
+        image=str(declared.get("image") or ""),
+        image_id=str(status.get("imageID") or ""),
+        init=init,
+        running_since=parse_time(running.get("startedAt")) if state.get("running") is not None else None,
+        waiting_reason=waiting.get("reason"),
+        waiting_message=waiting.get("message"),
+        last_exit_code=int(ended["exitCode"]) if ended.get("exitCode") is not None else None,
+        last_reason=ended.get("reason"),
+        last_message=ended.get("message") or None,
+        memory_limit=None if memory is None else str(memory),
+        restart_count=int(status.get("restartCount") or 0),
+    )
+
+
 def observe_pod(pod: KubeObject, job: TrainingJob, framework: Framework[Any]) -> ObservedReplica | None:
     identity = replica_identity(pod, job, framework)
     if identity is None:
@@ -141,7 +217,33 @@ def observe_pod(pod: KubeObject, job: TrainingJob, framework: Framework[Any]) ->
         ready=_is_ready(pod),
         reason=status.get("reason"),
         warnings=pod_warnings(pod),
+        containers=observed_containers(pod),
+        unschedulable=unschedulable_message(pod),
+        ready_since=ready_since(pod),
+        gang_scheduled=gang_scheduled(pod),
     )
+
+
+ContainerKey = tuple[str, int, str]
+"""``(replica type, index, container name)``."""
+
+
+def with_last_lines(observation: Observation, last_lines: Mapping[ContainerKey, str]) -> Observation:
+    """``observation`` with the last lines read for some containers (their previous run's log)."""
+    if not last_lines:
+        return observation
+    replicas = []
+    for replica in observation.replicas:
+        containers = tuple(
+            replace(c, last_lines=last_lines[key])
+            if (key := (replica.replica_type, replica.index, c.name)) in last_lines
+            else c
+            for c in replica.containers
+        )
+        replicas.append(
+            replace(replica, containers=containers) if containers != replica.containers else replica
+        )
+    return replace(observation, replicas=tuple(replicas))
 
 
 def observe(
