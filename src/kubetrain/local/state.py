@@ -66,6 +66,9 @@ class RunRecord:
     events: list[dict[str, str]] = field(default_factory=list)
     runtime: str = "process"
     """What ran the replicas (``--runtime``): deleting a container run removes its containers too."""
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    """The run's diagnosis as of its last reconcile (``engine.diagnosis.Finding``: reason, message,
+    replicas): what ``describe --local`` and ``get_job_diagnosis`` show."""
 
     @property
     def name(self) -> str:
@@ -132,6 +135,7 @@ class RunRecord:
             interrupted=bool(data.get("interrupted", False)),
             events=list(data.get("events", [])),
             runtime=str(data.get("runtime", "process")),
+            findings=list(data.get("findings", [])),
         )
 
 
