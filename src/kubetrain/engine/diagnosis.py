@@ -9,9 +9,9 @@ while its cause holds (no "waited 3m12s", no count of restarts), so its repeats 
 
 Reasons, one rule each:
 
-- ``GangDeadlock``: some pods cannot be scheduled while others run, and the job is not gang-scheduled: the
-  running ones wait at the rendezvous for the missing ones forever;
-- ``InsufficientResources``: pods cannot be scheduled for lack of a resource, and nothing of the job runs;
+- ``GangDeadlock``: some pods cannot be scheduled while others were placed, and the job is not
+  gang-scheduled: the placed ones wait at the rendezvous for the missing ones forever;
+- ``InsufficientResources``: pods cannot be scheduled for lack of a resource, and none of the job's is placed;
 - ``CrashLoop``: a container exits and is restarted again and again (its exit code and last lines);
 - ``ImagePullFailed``: a container cannot start because its image cannot be pulled (or is not there);
 - ``OOMKilled``: a container was killed for using more memory than it may (the container, its limit);
@@ -84,7 +84,6 @@ IMAGE_PULL_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "ErrImageNev
 """A container's waiting reasons when its image cannot be had (the kubelet's; the local runner's too)."""
 
 _INSUFFICIENT = re.compile(r"Insufficient ([A-Za-z0-9./_-]+)")
-_PREEMPTION = " preemption:"
 
 
 @dataclass(frozen=True)
@@ -224,21 +223,22 @@ class _Scene:
 
 
 def _scheduling(scene: _Scene) -> list[Finding]:
-    """Pods the scheduler cannot place: a half-scheduled gang while others run, or nothing runs for lack of
+    """Pods the scheduler cannot place: a half-scheduled gang while others are placed (running, or bound and
+    starting: workers waiting in their init container for an unplaced master), or none is placed for lack of
     resources."""
     unschedulable = [r for r in scene.live if r.phase is Phase.PENDING and r.unschedulable]
     if not unschedulable:
         return []
     cannot = _cannot_be_scheduled(scene, unschedulable)
     pods = scene.pods(unschedulable)
-    if any(r.phase is Phase.RUNNING for r in scene.live):
+    if any(r.phase is Phase.RUNNING or (r.placed and not r.unschedulable) for r in scene.live):
         if all(r.gang_scheduled for r in scene.live):
             return []  # a gang scheduler placed what minAvailable asks for: the rest is meant to wait
         return [
             Finding(
                 GANG_DEADLOCK,
-                f"{cannot} while the job's other pods run: without gang scheduling the running replicas wait "
-                "at the rendezvous for the missing ones forever. Fix: gang scheduling (the operator's "
+                f"{cannot} while the job's other pods were placed: without gang scheduling those wait at the "
+                "rendezvous for the missing ones forever. Fix: gang scheduling (the operator's "
                 "--gang-scheduler-name, with Volcano or scheduler-plugins' coscheduling) starts no pod until "
                 "all of them fit; or ask for fewer replicas, or less for each, than the cluster has free",
                 pods,
@@ -254,8 +254,9 @@ def _scheduling(scene: _Scene) -> list[Finding]:
     return [
         Finding(
             INSUFFICIENT_RESOURCES,
-            f"{cannot} and nothing of the job runs yet. Fix: free or add {_and(resources)} on the nodes "
-            "(kubectl describe nodes shows what is allocated), or ask for fewer replicas, or less for each",
+            f"{cannot} and none of the job's pods is placed yet. Fix: free or add {_and(resources)} on "
+            "the nodes (kubectl describe nodes shows what is allocated), or ask for fewer replicas, or less "
+            "for each",
             pods,
         )
     ]
@@ -277,9 +278,9 @@ def _cannot_be_scheduled(scene: _Scene, replicas: Sequence[ObservedReplica]) -> 
 
 
 def _scheduler_reason(message: str) -> str:
-    """kube-scheduler's ``0/4 nodes are available: 4 Insufficient nvidia.com/gpu. preemption: ...``, without
-    the part about preemption."""
-    reason = message.split(_PREEMPTION, 1)[0].strip()
+    """The first sentence of kube-scheduler's message, its reasons per node: ``0/4 nodes are available: 4
+    Insufficient nvidia.com/gpu`` of ``... nvidia.com/gpu. no new claims to deallocate, preemption: ...``."""
+    reason = message.split(". ", 1)[0].strip()
     return _cut(reason.removesuffix("."), QUOTED_CHARACTERS)
 
 

@@ -94,6 +94,8 @@ class ObservedReplica:
     nvidia.com/gpu``): the pod's ``PodScheduled`` condition is False with reason ``Unschedulable``."""
     ready_since: datetime | None = None
     """When it last became Ready, while it is."""
+    placed: bool = False
+    """Bound to a node (a pod's ``spec.nodeName``): it runs, or starts there (its init containers)."""
     gang_scheduled: bool = False
     """It belongs to a PodGroup and goes to a scheduler other than the default one (Volcano,
     scheduler-plugins' coscheduling), which places the group's pods all or none."""

@@ -219,6 +219,7 @@ def observe_pod(pod: KubeObject, job: TrainingJob, framework: Framework[Any]) ->
         warnings=pod_warnings(pod),
         containers=observed_containers(pod),
         unschedulable=unschedulable_message(pod),
+        placed=bool((pod.get("spec") or {}).get("nodeName")),
         ready_since=ready_since(pod),
         gang_scheduled=gang_scheduled(pod),
     )

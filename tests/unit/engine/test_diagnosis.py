@@ -29,8 +29,8 @@ from kubetrain.frameworks.registry import framework_for
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 GPU_GAP = (
-    "0/1 nodes are available: 1 Insufficient nvidia.com/gpu. preemption: 0/1 nodes are available: "
-    "1 No preemption victims found for incoming pod."
+    "0/1 nodes are available: 1 Insufficient nvidia.com/gpu. no new claims to deallocate, preemption: 0/1 "
+    "nodes are available: 1 No preemption victims found for incoming pod."
 )
 SELECTOR_GAP = "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector."
 INIT = "init-pytorch"
@@ -82,13 +82,21 @@ def test_pods_unschedulable_while_others_run_without_gang_scheduling_is_a_gang_d
         Finding(
             GANG_DEADLOCK,
             "pod gpu-worker-3 cannot be scheduled (0/1 nodes are available: 1 Insufficient nvidia.com/gpu) "
-            "while the job's other pods run: without gang scheduling the running replicas wait at the "
-            "rendezvous for the missing ones forever. Fix: gang scheduling (the operator's "
+            "while the job's other pods were placed: without gang scheduling those wait at the rendezvous "
+            "for the missing ones forever. Fix: gang scheduling (the operator's "
             "--gang-scheduler-name, with Volcano or scheduler-plugins' coscheduling) starts no pod until all "
             "of them fit; or ask for fewer replicas, or less for each, than the cluster has free",
             ("gpu-worker-3",),
         )
     ]
+
+
+def test_workers_placed_and_waiting_for_an_unschedulable_master_are_a_gang_deadlock_too() -> None:
+    workers = [waiting_worker(i, ago(5), placed=True) for i in range(4)]
+
+    [finding] = findings(pytorch(), unschedulable("Master", 0), *workers)
+
+    assert (finding.reason, finding.replicas) == (GANG_DEADLOCK, ("gpu-master-0",))
 
 
 def test_a_gang_scheduled_job_running_what_its_gang_scheduler_placed_is_no_deadlock() -> None:
@@ -138,8 +146,9 @@ def test_pods_pending_for_resources_with_nothing_running_is_insufficient_resourc
         Finding(
             INSUFFICIENT_RESOURCES,
             "pods gpu-master-0 and gpu-worker-0 cannot be scheduled (0/1 nodes are available: 1 Insufficient "
-            "nvidia.com/gpu) and nothing of the job runs yet. Fix: free or add nvidia.com/gpu on the nodes "
-            "(kubectl describe nodes shows what is allocated), or ask for fewer replicas, or less for each",
+            "nvidia.com/gpu) and none of the job's pods is placed yet. Fix: free or add nvidia.com/gpu on "
+            "the nodes (kubectl describe nodes shows what is allocated), or ask for fewer replicas, or less "
+            "for each",
             ("gpu-master-0", "gpu-worker-0"),
         )
     ]
