@@ -21,6 +21,11 @@ KubeObject = Mapping[str, Any]
 _PHASES = {phase.value: phase for phase in Phase}
 _NEVER = datetime.min.replace(tzinfo=UTC)
 DEFAULT_SCHEDULER = "default-scheduler"
+_EMPTY: Mapping[str, Any] = {}
+_CONTAINER_KINDS = (
+    (True, "initContainers", "initContainerStatuses"),
+    (False, "containers", "containerStatuses"),
+)
 
 
 def parse_time(text: str | None) -> datetime | None:
@@ -124,7 +129,7 @@ def pod_warnings(pod: KubeObject) -> tuple[tuple[str, str], ...]:
 
 
 def _condition(pod: KubeObject, type_: str) -> Mapping[str, Any] | None:
-    conditions = (pod.get("status") or {}).get("conditions") or []
+    conditions = (pod.get("status") or _EMPTY).get("conditions") or ()
     return next((c for c in conditions if c.get("type") == type_), None)
 
 
@@ -156,43 +161,44 @@ def gang_scheduled(pod: KubeObject) -> bool:
 
 def observed_containers(pod: KubeObject) -> tuple[ObservedContainer, ...]:
     """The pod's init containers, then its containers: as its spec declares them, and their statuses."""
-    spec = pod.get("spec") or {}
-    status = pod.get("status") or {}
+    spec = pod.get("spec") or _EMPTY
+    status = pod.get("status") or _EMPTY
     observed: list[ObservedContainer] = []
-    for init, spec_key, status_key in (
-        (True, "initContainers", "initContainerStatuses"),
-        (False, "containers", "containerStatuses"),
-    ):
-        statuses = {str(s.get("name")): s for s in status.get(status_key) or []}
-        for declared in spec.get(spec_key) or []:
-            name = str(declared.get("name") or "")
-            observed.append(_observed_container(declared, statuses.get(name) or {}, init))
+    for init, spec_key, status_key in _CONTAINER_KINDS:
+        declared_containers = spec.get(spec_key)
+        if not declared_containers:
+            continue
+        statuses = {s.get("name"): s for s in status.get(status_key) or ()}
+        for declared in declared_containers:
+            observed.append(_observed_container(declared, statuses.get(declared.get("name")) or _EMPTY, init))
     return tuple(observed)
 
 
 def _observed_container(
     declared: Mapping[str, Any], status: Mapping[str, Any], init: bool
 ) -> ObservedContainer:
-    state = status.get("state") or {}
-    running = state.get("running") or {}
-    waiting = state.get("waiting") or {}
+    state = status.get("state") or _EMPTY
+    running = state.get("running")
+    waiting = state.get("waiting") or _EMPTY
     # The current run once it ended, else the previous one (after a restart).
-    ended = state.get("terminated") or (status.get("lastState") or {}).get("terminated") or {}
-    limits = (declared.get("resources") or {}).get("limits") or {}
-    memory = limits.get("memory")
+    ended = state.get("terminated") or (status.get("lastState") or _EMPTY).get("terminated") or _EMPTY
+    exit_code = ended.get("exitCode")
+    resources = declared.get("resources")
+    memory = (resources.get("limits") or _EMPTY).get("memory") if resources else None
     return ObservedContainer(
-        name=str(declared.get("name") or ""),
-        image=str(declared.get("image") or ""),
-        image_id=str(status.get("imageID") or ""),
-        init=init,
-        running_since=parse_time(running.get("startedAt")) if state.get("running") is not None else None,
-        waiting_reason=waiting.get("reason"),
-        waiting_message=waiting.get("message"),
-        last_exit_code=int(ended["exitCode"]) if ended.get("exitCode") is not None else None,
-        last_reason=ended.get("reason"),
-        last_message=ended.get("message") or None,
-        memory_limit=None if memory is None else str(memory),
-        restart_count=int(status.get("restartCount") or 0),
+        str(declared.get("name") or ""),
+        str(declared.get("image") or ""),
+        str(status.get("imageID") or ""),
+        init,
+        None if running is None else parse_time(running.get("startedAt")),
+        waiting.get("reason"),
+        waiting.get("message"),
+        None if exit_code is None else int(exit_code),
+        ended.get("reason"),
+        ended.get("message") or None,
+        None,
+        None if memory is None else str(memory),
+        int(status.get("restartCount") or 0),
     )
 
 
