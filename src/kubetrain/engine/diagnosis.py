@@ -84,6 +84,10 @@ IMAGE_PULL_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "ErrImageNev
 """A container's waiting reasons when its image cannot be had (the kubelet's; the local runner's too)."""
 
 _INSUFFICIENT = re.compile(r"Insufficient ([A-Za-z0-9./_-]+)")
+_RESOURCE_GAP = re.compile(r"resource gap: map\[(.*?)\]\s*(?:\.|$)")
+"""scheduler-plugins' coscheduling, when a PodGroup's minResources exceed what the nodes have free:
+``resource gap: map[nvidia.com/gpu:{{1 0} {<nil>} 1 DecimalSI}]`` (a Go ResourceList printed with %v)."""
+_GAP_RESOURCE = re.compile(r"(?:^|\s)([A-Za-z0-9./_-]+):\{")
 
 
 @dataclass(frozen=True)
@@ -244,11 +248,7 @@ def _scheduling(scene: _Scene) -> list[Finding]:
                 pods,
             )
         ]
-    resources = list(
-        dict.fromkeys(
-            m.rstrip(".") for r in unschedulable for m in _INSUFFICIENT.findall(r.unschedulable or "")
-        )
-    )
+    resources = list(dict.fromkeys(name for r in unschedulable for name in _lacking(r.unschedulable or "")))
     if not resources:
         return []  # not for lack of resources (a selector, a taint): upstream's per-pod warnings say so
     return [
@@ -260,6 +260,15 @@ def _scheduling(scene: _Scene) -> list[Finding]:
             pods,
         )
     ]
+
+
+def _lacking(message: str) -> list[str]:
+    """The resources a scheduler's message says the nodes lack: kube-scheduler's ``Insufficient <name>``, a
+    gang scheduler's ``resource gap`` (the pod count it adds to the gang's minResources is not one)."""
+    names = [name.rstrip(".") for name in _INSUFFICIENT.findall(message)]
+    for gap in _RESOURCE_GAP.findall(message):
+        names += [name for name in _GAP_RESOURCE.findall(gap) if name != "pods"]
+    return names
 
 
 def _cannot_be_scheduled(scene: _Scene, replicas: Sequence[ObservedReplica]) -> str:

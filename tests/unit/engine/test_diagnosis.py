@@ -161,6 +161,19 @@ def test_insufficient_resources_names_every_resource_the_scheduler_lacks() -> No
     assert "Fix: free or add cpu, memory and nvidia.com/gpu on the nodes" in finding.message
 
 
+def test_a_gang_schedulers_resource_gap_is_insufficient_resources_naming_the_resources() -> None:
+    gap = "0/1 nodes are available: resource gap: map[nvidia.com/gpu:{{1 0} {<nil>} 1 DecimalSI}]."
+    replicas = [unschedulable("Master", 0, gap, gang_scheduled=True), unschedulable("Worker", 0, gap)]
+
+    [finding] = findings(pytorch(workers=1), *replicas)
+
+    assert finding.reason == INSUFFICIENT_RESOURCES
+    assert (
+        "cannot be scheduled (0/1 nodes are available: resource gap: map[nvidia.com/gpu:" in finding.message
+    )
+    assert "Fix: free or add nvidia.com/gpu on the nodes" in finding.message
+
+
 def test_pods_pending_for_a_selector_with_nothing_running_are_left_to_the_per_pod_warnings() -> None:
     assert findings(pytorch(workers=1), unschedulable("Master", 0, SELECTOR_GAP), pending("Worker", 0)) == []
 
