@@ -81,7 +81,7 @@ def test_a_missing_image_leaves_its_replica_pending_with_a_warning_until_the_ima
     assert "ran in the image loaded late" in stdout
 
 
-def test_a_container_killed_for_memory_under_its_limit_is_an_oom_killed_warning_naming_the_limit(
+def test_a_container_killed_for_memory_under_its_limit_is_an_out_of_memory_warning_naming_the_limit(
     tmp_path: Path, state_dir: Path, runtime: str
 ) -> None:
     manifest = python_job("oom", {"Master": (1, "x = bytearray(512 * 1024 * 1024)")})
@@ -98,5 +98,5 @@ def test_a_container_killed_for_memory_under_its_limit_is_an_oom_killed_warning_
     )
     assert run.returncode == 1, run.stderr
     assert run.replica("master-0")["exit_codes"] == [137]
-    assert f"Warning OOMKilled: {expected}" in run.stderr
-    assert describe(state_dir, "oom")[:2] == ["Diagnosis:", f"  OOMKilled: {expected}"]
+    assert f"Warning OutOfMemory: {expected}" in run.stderr
+    assert describe(state_dir, "oom")[:2] == ["Diagnosis:", f"  OutOfMemory: {expected}"]

@@ -258,7 +258,7 @@ def test_the_seeds_gpu_exercise_with_gang_scheduling_starts_nothing_and_is_no_ga
     assert [p["spec"].get("nodeName") for p in pods] == [None] * 5
     assert {p["spec"]["schedulerName"] for p in pods} == {gang_scheduler}
     assert warnings(operator, namespace, "ddp", "GangDeadlock") == []
-    assert f"Insufficient {GPU}" in event["message"], event["message"]
+    assert f"Fix: free or add {GPU} on the nodes" in event["message"], event["message"]
 
 
 def test_a_crash_loop_event_quotes_the_exit_code_and_the_last_lines_of_the_previous_run(
@@ -293,7 +293,7 @@ def test_an_image_that_is_not_there_is_an_image_pull_failed_event_naming_it(
     ), event["message"]
 
 
-def test_an_oom_kill_under_a_memory_limit_is_an_oom_killed_event_naming_the_container_and_limit(
+def test_an_oom_kill_under_a_memory_limit_is_an_out_of_memory_event_naming_the_container_and_limit(
     operator: RealCluster, namespace: str
 ) -> None:
     job = pytorch_job(
@@ -305,7 +305,7 @@ def test_an_oom_kill_under_a_memory_limit_is_an_oom_killed_event_naming_the_cont
     )
     create(operator, namespace, job)
 
-    event = warning(operator, namespace, "hungry", "OOMKilled", timeout=120.0)
+    event = warning(operator, namespace, "hungry", "OutOfMemory", timeout=120.0)
 
     assert event["message"].startswith(
         "pod hungry-master-0: container pytorch was killed for running out of memory (OOMKilled, exit code "

@@ -14,7 +14,8 @@ Reasons, one rule each:
 - ``InsufficientResources``: pods cannot be scheduled for lack of a resource, and none of the job's is placed;
 - ``CrashLoop``: a container exits and is restarted again and again (its exit code and last lines);
 - ``ImagePullFailed``: a container cannot start because its image cannot be pulled (or is not there);
-- ``OOMKilled``: a container was killed for using more memory than it may (the container, its limit);
+- ``OutOfMemory``: a container was killed for using more memory than it may (the container, its limit;
+  the kubelet's reason is ``OOMKilled``, which upstream's per-pod warnings already carry);
 - ``InitWaitingForMaster``: a worker's wait-for-master init container has waited past a grace period for a
   master that is not Ready, or that has been Ready all that while (its name does not resolve);
 - ``ImageDigestMismatch``: replicas run different digests of one image reference;
@@ -42,7 +43,7 @@ GANG_DEADLOCK = "GangDeadlock"
 INSUFFICIENT_RESOURCES = "InsufficientResources"
 CRASH_LOOP = "CrashLoop"
 IMAGE_PULL_FAILED = "ImagePullFailed"
-OOM_KILLED = "OOMKilled"
+OUT_OF_MEMORY = "OutOfMemory"
 INIT_WAITING_FOR_MASTER = "InitWaitingForMaster"
 IMAGE_DIGEST_MISMATCH = "ImageDigestMismatch"
 PROGRESS_DEADLINE_EXCEEDED = STALLED_REASON
@@ -52,7 +53,7 @@ REASONS = (
     INSUFFICIENT_RESOURCES,
     CRASH_LOOP,
     IMAGE_PULL_FAILED,
-    OOM_KILLED,
+    OUT_OF_MEMORY,
     INIT_WAITING_FOR_MASTER,
     IMAGE_DIGEST_MISMATCH,
     PROGRESS_DEADLINE_EXCEEDED,
@@ -395,7 +396,7 @@ def _oom_kills(scene: _Scene) -> list[Finding]:
             )
         findings.append(
             Finding(
-                OOM_KILLED,
+                OUT_OF_MEMORY,
                 f"{_names(pods)}: container {name} was killed for running out of memory (OOMKilled{code}) "
                 f"{cause}. Fix: {fix}",
                 pods,

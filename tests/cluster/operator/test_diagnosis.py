@@ -140,7 +140,7 @@ def test_a_crash_looping_replica_is_a_crash_loop_event_with_its_exit_code(
     )
 
 
-def test_an_oom_killed_container_is_an_oom_killed_event(
+def test_an_oom_killed_container_is_an_out_of_memory_event(
     start_operator: StartOperator, kube_api: KubeApi, namespace: str, pod_driver: PodDriver
 ) -> None:
     start_operator()
@@ -149,7 +149,7 @@ def test_an_oom_killed_container_is_an_oom_killed_event(
     pod_driver.run((namespace, "hungry-master-0"))
     pod_driver.crash_loop((namespace, "hungry-worker-0"), exit_code=137, reason="OOMKilled")
 
-    event = first_warning(kube_api, namespace, "hungry", "OOMKilled")
+    event = first_warning(kube_api, namespace, "hungry", "OutOfMemory")
 
     assert event["message"].startswith(
         "pod hungry-worker-0: container pytorch was killed for running out of memory (OOMKilled, exit code "

@@ -107,7 +107,7 @@ def image_pull_failed() -> Finding:
     return found(*(pending("Worker", i, missing, placed=True) for i in range(4)), running("Master", 0))
 
 
-def oom_killed() -> Finding:
+def out_of_memory() -> Finding:
     killed = main(
         last_reason="OOMKilled", last_exit_code=137, restart_count=2, waiting_reason="CrashLoopBackOff"
     )
@@ -159,7 +159,7 @@ EXAMPLES = {
     "InsufficientResources": [insufficient_resources],
     "CrashLoop": [crash_loop],
     "ImagePullFailed": [image_pull_failed],
-    "OOMKilled": [oom_killed],
+    "OutOfMemory": [out_of_memory],
     "InitWaitingForMaster": [init_waiting_for_master, init_waiting_for_a_ready_master],
     "ImageDigestMismatch": [image_digest_mismatch],
     "ProgressDeadlineExceeded": [progress_deadline_exceeded],

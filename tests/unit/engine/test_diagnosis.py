@@ -17,7 +17,7 @@ from kubetrain.engine.diagnosis import (
     INIT_WAITING_FOR_MASTER,
     INSUFFICIENT_RESOURCES,
     MASTER_WAIT_GRACE_SECONDS,
-    OOM_KILLED,
+    OUT_OF_MEMORY,
     PROGRESS_DEADLINE_EXCEEDED,
     Diagnosis,
     Finding,
@@ -368,7 +368,7 @@ def test_an_oom_killed_container_names_its_memory_limit_and_where_to_raise_it() 
 
     assert findings(job, running("Master", 0), worker) == [
         Finding(
-            OOM_KILLED,
+            OUT_OF_MEMORY,
             "pod gpu-worker-0: container pytorch was killed for running out of memory (OOMKilled, exit code "
             "137) under its memory limit of 64Mi. Fix: raise container pytorch's memory limit "
             "(spec.pytorchReplicaSpecs.Worker.template.spec.containers[0].resources.limits.memory) or make "
@@ -403,7 +403,7 @@ def test_an_oom_killed_container_running_ten_minutes_since_is_healthy_again() ->
 def test_an_oom_killed_container_in_its_back_off_is_not_also_a_crash_loop() -> None:
     worker = running("Worker", 0, oom(waiting_reason="CrashLoopBackOff", restart_count=4))
 
-    assert [f.reason for f in findings(pytorch(workers=1), running("Master", 0), worker)] == [OOM_KILLED]
+    assert [f.reason for f in findings(pytorch(workers=1), running("Master", 0), worker)] == [OUT_OF_MEMORY]
 
 
 # --- workers waiting for their master ----------------------------------------------------------------------

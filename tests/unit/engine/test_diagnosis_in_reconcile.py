@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from builders import job
 from kubetrain.api.common import ConditionType
 from kubetrain.api.jobs import TrainingJob
-from kubetrain.engine.diagnosis import GANG_DEADLOCK, MASTER_WAIT_GRACE_SECONDS, OOM_KILLED
+from kubetrain.engine.diagnosis import GANG_DEADLOCK, MASTER_WAIT_GRACE_SECONDS, OUT_OF_MEMORY
 from kubetrain.engine.reconciler import reconcile
 from kubetrain.engine.types import Decision, Observation, ObservedContainer, ObservedReplica, Phase, Traits
 
@@ -46,7 +46,7 @@ def test_the_reconcile_that_fails_a_job_carries_the_finding_that_explains_it() -
     decision = decide(pytorch(0, restart_policy="Never"), master)
 
     assert decision.status.is_true(ConditionType.FAILED)
-    assert [f.reason for f in decision.findings] == [OOM_KILLED]
+    assert [f.reason for f in decision.findings] == [OUT_OF_MEMORY]
 
 
 def test_a_job_finished_earlier_is_not_diagnosed_again() -> None:
