@@ -33,6 +33,7 @@ from kubetrain.engine.reconciler import reconcile
 from kubetrain.engine.types import Observation, ObservedContainer, ObservedReplica, Phase, Traits
 from kubetrain.frameworks.registry import framework_for
 from kubetrain.kube.observe import (
+    conditions_of,
     gang_scheduled,
     observe,
     observed_containers,
@@ -164,8 +165,9 @@ def observe_row(count: int, repeat: int) -> str:
     def fields() -> None:
         for each in pods:
             observed_containers(each)
-            unschedulable_message(each)
-            ready_since(each)
+            conditions = conditions_of(each)
+            unschedulable_message(conditions)
+            ready_since(conditions)
             gang_scheduled(each)
 
     whole = median_seconds(lambda: observe(training_job, framework, pods, None), repeat)

@@ -88,7 +88,8 @@ class ObservedReplica:
     exited non-zero, one waiting with a message, a latest condition not True); the detail names the
     container, not the pod. Empty where the substrate has no such reports (local)."""
     containers: tuple[ObservedContainer, ...] = ()
-    """Its containers (init containers first), where the substrate reports them."""
+    """Its containers (init containers first, less those that completed at their first try), where the
+    substrate reports them."""
     unschedulable: str | None = None
     """The scheduler's reason while it cannot be placed (``0/4 nodes are available: 4 Insufficient
     nvidia.com/gpu``): the pod's ``PodScheduled`` condition is False with reason ``Unschedulable``."""

@@ -128,21 +128,22 @@ def pod_warnings(pod: KubeObject) -> tuple[tuple[str, str], ...]:
     return ((reason, f"condition message: {latest.get('message') or ''}"),)
 
 
-def _condition(pod: KubeObject, type_: str) -> Mapping[str, Any] | None:
-    conditions = (pod.get("status") or _EMPTY).get("conditions") or ()
-    return next((c for c in conditions if c.get("type") == type_), None)
+def conditions_of(pod: KubeObject) -> Mapping[str, Mapping[str, Any]]:
+    """The pod's conditions by type (read once per pod)."""
+    return {c.get("type"): c for c in (pod.get("status") or _EMPTY).get("conditions") or ()}
 
 
-def unschedulable_message(pod: KubeObject) -> str | None:
+def unschedulable_message(conditions: Mapping[str, Mapping[str, Any]]) -> str | None:
     """The scheduler's reason while it cannot place the pod (``PodScheduled`` False, ``Unschedulable``)."""
-    scheduled = _condition(pod, "PodScheduled")
+    scheduled = conditions.get("PodScheduled")
     if scheduled is None or scheduled.get("status") != "False" or scheduled.get("reason") != "Unschedulable":
         return None
     return str(scheduled.get("message") or "Unschedulable")
 
 
-def ready_since(pod: KubeObject) -> datetime | None:
-    ready = _condition(pod, "Ready")
+def ready_since(conditions: Mapping[str, Mapping[str, Any]]) -> datetime | None:
+    """When the pod last became Ready, while it is."""
+    ready = conditions.get("Ready")
     if ready is None or ready.get("status") != "True":
         return None
     return parse_time(ready.get("lastTransitionTime"))
@@ -160,7 +161,8 @@ def gang_scheduled(pod: KubeObject) -> bool:
 
 
 def observed_containers(pod: KubeObject) -> tuple[ObservedContainer, ...]:
-    """The pod's init containers, then its containers: as its spec declares them, and their statuses."""
+    """The pod's init containers, then its containers: as its spec declares them, and their statuses. An init
+    container that completed at its first try is left out."""
     spec = pod.get("spec") or _EMPTY
     status = pod.get("status") or _EMPTY
     observed: list[ObservedContainer] = []
@@ -170,8 +172,16 @@ def observed_containers(pod: KubeObject) -> tuple[ObservedContainer, ...]:
             continue
         statuses = {s.get("name"): s for s in status.get(status_key) or ()}
         for declared in declared_containers:
-            observed.append(_observed_container(declared, statuses.get(declared.get("name")) or _EMPTY, init))
+            container_status = statuses.get(declared.get("name")) or _EMPTY
+            if init and _completed_once(container_status):
+                continue  # nothing about it can go wrong any more: every pod of a job has some
+            observed.append(_observed_container(declared, container_status, init))
     return tuple(observed)
+
+
+def _completed_once(status: Mapping[str, Any]) -> bool:
+    terminated = (status.get("state") or _EMPTY).get("terminated")
+    return terminated is not None and terminated.get("exitCode") == 0 and not status.get("restartCount")
 
 
 def _observed_container(
@@ -212,6 +222,8 @@ def observe_pod(pod: KubeObject, job: TrainingJob, framework: Framework[Any]) ->
     phase = _PHASES.get(str(status.get("phase") or "Pending"), Phase.UNKNOWN)
     # A running pod reports no exit code; the last one of a restarted container is only history.
     code = exit_code(pod, _main_container(pod, framework)) if phase is not Phase.RUNNING else None
+    conditions = conditions_of(pod)
+    ready = conditions.get("Ready")
     return ObservedReplica(
         replica_type=identity[0],
         index=identity[1],
@@ -220,13 +232,13 @@ def observe_pod(pod: KubeObject, job: TrainingJob, framework: Framework[Any]) ->
         restart_count=sum(int(s.get("restartCount") or 0) for s in _container_statuses(pod)),
         terminating=deletion is not None,
         deletion_timestamp=deletion,
-        ready=_is_ready(pod),
+        ready=ready is not None and ready.get("status") == "True",
         reason=status.get("reason"),
         warnings=pod_warnings(pod),
         containers=observed_containers(pod),
-        unschedulable=unschedulable_message(pod),
+        unschedulable=unschedulable_message(conditions),
         placed=bool((pod.get("spec") or {}).get("nodeName")),
-        ready_since=ready_since(pod),
+        ready_since=ready_since(conditions),
         gang_scheduled=gang_scheduled(pod),
     )
 

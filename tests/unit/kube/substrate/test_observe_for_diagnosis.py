@@ -41,7 +41,11 @@ def test_containers_are_the_init_containers_then_the_containers_with_their_spec_
     status = {
         "phase": "Running",
         "initContainerStatuses": [
-            {"name": "init-pytorch", "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}
+            {
+                "name": "init-pytorch",
+                "restartCount": 1,
+                "state": {"terminated": {"exitCode": 0, "reason": "Completed"}},
+            }
         ],
         "containerStatuses": [
             {
@@ -56,7 +60,12 @@ def test_containers_are_the_init_containers_then_the_containers_with_their_spec_
 
     assert observed(pod(spec, status)).containers == (
         ObservedContainer(
-            "init-pytorch", image="busybox:1", init=True, last_exit_code=0, last_reason="Completed"
+            "init-pytorch",
+            image="busybox:1",
+            init=True,
+            last_exit_code=0,
+            last_reason="Completed",
+            restart_count=1,
         ),
         ObservedContainer(
             "pytorch",
@@ -71,6 +80,22 @@ def test_containers_are_the_init_containers_then_the_containers_with_their_spec_
             restart_count=3,
         ),
     )
+
+
+def test_an_init_container_that_completed_at_its_first_try_is_left_out() -> None:
+    spec = {
+        "initContainers": [{"name": "init-pytorch"}, {"name": "fetch"}],
+        "containers": [{"name": "pytorch"}],
+    }
+    done = {"terminated": {"exitCode": 0, "reason": "Completed"}}
+    status = {
+        "initContainerStatuses": [
+            {"name": "init-pytorch", "state": done, "restartCount": 0},
+            {"name": "fetch", "state": done, "restartCount": 2},
+        ]
+    }
+
+    assert [c.name for c in observed(pod(spec, status)).containers] == ["fetch", "pytorch"]
 
 
 def test_a_running_container_says_since_when_and_a_container_without_status_only_what_its_spec_says() -> None:
