@@ -177,7 +177,9 @@ def metric_text(value: MetricValue) -> str | None:
         if isinstance(value, bool):
             text = "true" if value else "false"
         elif isinstance(value, float):
-            text = repr(value)
+            text = repr(float(value))  # a float subclass (NumPy's float64) may repr itself otherwise
+        elif isinstance(value, int):
+            text = str(int(value))
         else:
             text = str(value)
     except Exception:

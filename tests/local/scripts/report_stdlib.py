@@ -9,6 +9,7 @@ instrumented script would, and prints each answer: ``report <n>: HTTP <code> <me
     --hang                   after the reports, stay alive without reporting (until stopped)
     --hang-once FILE         --hang only while FILE does not exist (it is created first): a restart reports
                              and exits 0
+    --show                   first print the three variables: ``variables: <url> <ca file> <token file>``
 """
 
 from __future__ import annotations
@@ -48,10 +49,13 @@ def main() -> int:
     parser.add_argument("--token")
     parser.add_argument("--hang", action="store_true")
     parser.add_argument("--hang-once", type=Path)
+    parser.add_argument("--show", action="store_true")
     args = parser.parse_args()
 
     url = os.environ["KUBEFLOW_TRAINER_STATUS_SERVER_URL"]
     ca_file = os.environ["KUBEFLOW_TRAINER_STATUS_SERVER_CA_CERT"]
+    if args.show:
+        print("variables:", url, ca_file, os.environ["KUBEFLOW_TRAINER_STATUS_SERVER_TOKEN"], flush=True)
     token = args.token or Path(os.environ["KUBEFLOW_TRAINER_STATUS_SERVER_TOKEN"]).read_text().strip()
     if args.job:
         head, _, _ = url.rstrip("/").removesuffix("/status").rpartition("/")

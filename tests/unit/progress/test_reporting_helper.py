@@ -449,6 +449,19 @@ def test_values_outside_the_protocol_are_left_out_or_clamped_never_raised() -> N
     }
 
 
+class Float64(float):
+    """What NumPy 2's float64 is: a float whose repr is ``np.float64(...)``."""
+
+    def __repr__(self) -> str:
+        return f"np.float64({float(self)!r})"
+
+
+def test_a_metric_value_is_the_number_it_holds_whatever_its_type_calls_itself() -> None:
+    assert reporting.metric_text(Float64(0.25)) == "0.25"
+    assert reporting.metric_text(Scalar(3)) == "3"
+    assert reporting.metric_text(1e-7) == "1e-07"
+
+
 def test_report_never_raises_whatever_it_is_given(
     tmp_path: Path, make_reporter: Callable[..., ProgressReporter]
 ) -> None:
