@@ -40,7 +40,7 @@ from kubetrain.engine.types import ReplicaPlan
 from kubetrain.frameworks.addressing import replica_name
 from kubetrain.local.expansion import expand_all
 from kubetrain.local.launch import container_env, main_container, short_name
-from kubetrain.local.status_endpoint import CREDENTIALS_MOUNT, ReporterAccess
+from kubetrain.local.status_access import CREDENTIALS_MOUNT, ReporterAccess
 
 LABEL_PREFIX = "kubetrain.io/"
 RUN_ID_LABEL = f"{LABEL_PREFIX}run-id"

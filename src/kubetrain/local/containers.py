@@ -58,7 +58,7 @@ from kubetrain.local.gpus import assign_gpus
 from kubetrain.local.logs import ReplicaLog
 from kubetrain.local.process import InPlaceRestart, LaunchSpec, ReplicaProcess, kill_group
 from kubetrain.local.runtime import Runtime
-from kubetrain.local.status_endpoint import ReporterAccess, StatusAccess
+from kubetrain.local.status_access import ReporterAccess, StatusAccess
 from kubetrain.local.substrate import (
     ProcessOptions,
     ProcessSubstrate,

@@ -38,7 +38,7 @@ from kubetrain.local.launch import container_env, launch_spec, main_container, s
 from kubetrain.local.ports import ReplicaKey, allocate_addressing
 from kubetrain.local.runtime import Runtime
 from kubetrain.local.state import RunDirectory, default_state_dir
-from kubetrain.local.status_endpoint import (
+from kubetrain.local.status_access import (
     LOOPBACK,
     PORT_PLACEHOLDER,
     ReporterAccess,

@@ -10,102 +10,42 @@ status path, the CA certificate and a token of its own, written beside the CA un
 
 A token names its replica: another token is refused (401), and a replica's token is good only for its own
 job's status path (403). The server stops with the run. Where the endpoint listens and by which name replicas
-reach it is the substrate's part (``StatusAccess``): a process on loopback, a container at its job
-network's gateway.
+reach it is the substrate's part (``status_access.StatusAccess``): a process on loopback, a container at its
+job network's gateway.
 """
 
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 import os
 import secrets
 import shutil
 import socket
 import sys
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from aiohttp import web
 
 from kubetrain.api.jobs import TrainingJob
 from kubetrain.api.progress import StatusTarget
+from kubetrain.local.status_access import (
+    CA_FILE,
+    TOKEN_FILE,
+    ReporterAccess,
+    StatusAccess,
+    is_ipv6,
+    status_target,
+    status_url,
+)
 from kubetrain.progress import credentials
 from kubetrain.progress.server import RefusedError, Reporter, ReportSink, status_application
-from kubetrain.reporting import STATUS_SERVER_CA_CERT_ENV, STATUS_SERVER_TOKEN_ENV, STATUS_SERVER_URL_ENV
-
-CA_FILE = "ca.crt"
-TOKEN_FILE = "token"
-CREDENTIALS_MOUNT = "/var/run/secrets/kubeflow/trainer"
-"""Where a container finds its ``ca.crt`` and ``token``: where Kubeflow Trainer v2 mounts them in a pod."""
-LOOPBACK = "127.0.0.1"
-PORT_PLACEHOLDER = "<port>"
-"""What ``kubetrain plan`` shows for the port a run's endpoint will listen on (chosen when it starts)."""
+from kubetrain.reporting import STATUS_SERVER_TOKEN_ENV
 
 _IP_FREEBIND = 15
 """Linux's ``IP_FREEBIND`` (``socket`` names it from Python 3.12 on): bind an address no interface has yet. A
 job network's bridge appears only when its first container starts, after the endpoint must listen (its port
 goes into the containers' env)."""
-
-
-def status_target(job: TrainingJob) -> StatusTarget:
-    """The job's status path, as on a cluster: ``/apis/<group>/<version>/namespaces/<ns>/<plural>/<name>``."""
-    return StatusTarget(job.API_VERSION, job.namespace, job.PLURAL, job.name)
-
-
-def status_url(host: str, port: int | str, target: StatusTarget) -> str:
-    authority = f"[{host}]" if _is_ipv6(host) else host
-    return f"https://{authority}:{port}{target.path}"
-
-
-def reporting_env(url: str, ca_file: str, token_file: str) -> dict[str, str]:
-    """The three variables a replica reports with."""
-    return {
-        STATUS_SERVER_URL_ENV: url,
-        STATUS_SERVER_CA_CERT_ENV: ca_file,
-        STATUS_SERVER_TOKEN_ENV: token_file,
-    }
-
-
-@dataclass(frozen=True)
-class StatusAccess:
-    """How a substrate's replicas reach the run's endpoint."""
-
-    bind_host: str
-    """The address the endpoint listens on."""
-    url_host: str
-    """The host name (or address) replicas put in the URL."""
-    names: tuple[str, ...]
-    """What the serving certificate covers: ``url_host`` and any other name replicas may use."""
-
-
-PROCESS_ACCESS = StatusAccess(LOOPBACK, LOOPBACK, (LOOPBACK, "localhost"))
-"""Processes on this host reach a loopback endpoint."""
-
-
-@dataclass(frozen=True)
-class ReporterAccess:
-    """What one replica reports with: the URL, and the directory holding its ``ca.crt`` and ``token``."""
-
-    url: str
-    directory: Path
-
-    @property
-    def ca_file(self) -> Path:
-        return self.directory / CA_FILE
-
-    @property
-    def token_file(self) -> Path:
-        return self.directory / TOKEN_FILE
-
-    def host_env(self) -> dict[str, str]:
-        """The variables for a process on this host: the files where they are."""
-        return reporting_env(self.url, str(self.ca_file), str(self.token_file))
-
-    def container_env(self) -> dict[str, str]:
-        """The variables for a container that has ``directory`` mounted at ``CREDENTIALS_MOUNT``."""
-        return reporting_env(self.url, f"{CREDENTIALS_MOUNT}/{CA_FILE}", f"{CREDENTIALS_MOUNT}/{TOKEN_FILE}")
 
 
 class RunTokens:
@@ -185,7 +125,7 @@ class RunStatusEndpoint:
 
 
 def _listening_socket(host: str) -> socket.socket:
-    family = socket.AF_INET6 if _is_ipv6(host) else socket.AF_INET
+    family = socket.AF_INET6 if is_ipv6(host) else socket.AF_INET
     listening = socket.socket(family, socket.SOCK_STREAM)
     try:
         if sys.platform == "linux":
@@ -197,10 +137,3 @@ def _listening_socket(host: str) -> socket.socket:
         listening.close()
         raise
     return listening
-
-
-def _is_ipv6(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).version == 6
-    except ValueError:
-        return False

@@ -27,7 +27,7 @@ from kubetrain.local.logs import ReplicaLog
 from kubetrain.local.ports import allocate_addressing
 from kubetrain.local.process import LaunchSpec, ProcessState, ReplicaProcess
 from kubetrain.local.state import RunDirectory
-from kubetrain.local.status_endpoint import PROCESS_ACCESS, ReporterAccess, StatusAccess
+from kubetrain.local.status_access import PROCESS_ACCESS, ReporterAccess, StatusAccess
 
 ReplicaKey = tuple[str, int]
 

@@ -14,7 +14,7 @@ from docs_blocks import ROOT, ConsoleBlock, console_blocks, console_output, docs
 from kubetrain import reporting
 from kubetrain.api import progress
 from kubetrain.api.progress import parse_report
-from kubetrain.local.status_endpoint import CREDENTIALS_MOUNT
+from kubetrain.local.status_access import CREDENTIALS_MOUNT
 from kubetrain.progress import server
 
 PAGE = ROOT / "docs" / "progress.md"

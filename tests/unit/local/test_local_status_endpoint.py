@@ -19,14 +19,8 @@ from kubetrain.engine.planning import plan_replica
 from kubetrain.frameworks.addressing import ClusterAddressing
 from kubetrain.local.container_run import Engine, container_run, run_argv, with_reporting
 from kubetrain.local.containers import network_gateway
-from kubetrain.local.status_endpoint import (
-    PROCESS_ACCESS,
-    ReporterAccess,
-    RunStatusEndpoint,
-    RunTokens,
-    status_target,
-    status_url,
-)
+from kubetrain.local.status_access import PROCESS_ACCESS, ReporterAccess, status_target, status_url
+from kubetrain.local.status_endpoint import RunStatusEndpoint, RunTokens
 from kubetrain.progress.server import RefusedError, Reporter
 
 TARGET = StatusTarget("kubeflow.org/v1", "team", "pytorchjobs", "ddp")
