@@ -4,8 +4,7 @@
 decision, record the state — and asks a ``Substrate`` only for the things that differ between a
 process and a container: how replicas address each other and the run's status endpoint, how one
 replica is started, stopped and deleted, and what to set up before the first replica and tear down
-after the last. The process
-substrate lives here; the container one in ``containers.py``.
+after the last. The process substrate lives here; the container one in ``containers.py``.
 """
 
 from __future__ import annotations

@@ -425,6 +425,37 @@ def test_the_last_report_is_sent_when_the_process_exits(tmp_path: Path) -> None:
     assert took < 4, "the exit waited for the report, not for the interval"
 
 
+def test_a_forked_child_reports_through_a_thread_of_its_own(tmp_path: Path) -> None:
+    """A data loader's worker forks with the parent's reporter: the parent's lock and thread are not the
+    child's, so the child's first report starts its own thread instead of waiting on theirs."""
+    tokens, sink = Tokens("token-1"), Sink()
+    with endpoint(tokens, sink) as served:
+        script = (
+            "import os, time\n"
+            "from kubetrain.reporting import ProgressReporter\n"
+            "reporter = ProgressReporter(0)\n"
+            "reporter.report(10)\n"
+            "reporter.flush(5)\n"
+            "child = os.fork()\n"
+            "if child == 0:\n"
+            "    reporter.report(20)\n"
+            "    os._exit(0 if reporter.flush(5) else 1)\n"
+            "_, status = os.waitpid(child, 0)\n"
+            "print(os.waitstatus_to_exitcode(status))\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", script],
+            env=variables(tmp_path, served.port, served.tls.ca_cert),
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=30,
+        )
+        sink.wait_for(2)
+    assert (done.returncode, done.stdout) == (0, "0\n"), done.stderr
+    assert sink.progress == [10, 20]
+
+
 # --- what fits the protocol ---------------------------------------------------------------------------
 
 
