@@ -4,6 +4,10 @@ Rendezvous comes from the environment a PyTorchJob injects (MASTER_ADDR, MASTER_
 WORLD_SIZE), exactly as on a cluster. Rank 0 writes a checkpoint every ``--checkpoint-every``
 steps to a directory every replica can read; on start every rank resumes from it, so a replica
 restarted by its restart policy continues where the job left off instead of starting over.
+
+Rank 0 reports the job's progress and loss to its status endpoint (``kubetrain get --local`` shows them):
+``kubetrain.reporting`` is one standard-library file, which the example's image holds too. Run without the
+endpoint's variables (``python train_ddp.py`` under torchrun, say) the reporter does nothing.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
+
+from kubetrain.reporting import ProgressReporter
 
 FEATURES = 16
 SAMPLES_PER_RANK = 256
@@ -68,6 +74,7 @@ def main() -> int:
 
     x, y = synthetic_shard(rank)
     loss_fn = nn.MSELoss()
+    reporter = ProgressReporter()  # reports at most every 5 s, from a thread of its own
     failure_marker = args.checkpoint_dir / f"failed-once-rank-{rank}"
     for step in range(start, args.steps):
         if rank == args.fail_rank and step == args.fail_at_step and not failure_marker.exists():
@@ -82,6 +89,9 @@ def main() -> int:
         mean = loss.detach().clone()
         dist.all_reduce(mean)
         mean /= world
+        if rank == 0:
+            # One replica reports for the job: the percentage, an ETA from its pace, the averaged loss.
+            reporter.report_step(step + 1, args.steps, {"loss": mean.item()})
         if rank == 0 and (step % 5 == 0 or step == args.steps - 1):
             print(f"step {step} loss {mean.item():.5f}")
         if rank == 0 and (step + 1) % args.checkpoint_every == 0:
@@ -96,6 +106,7 @@ def main() -> int:
         if args.step_seconds:
             time.sleep(args.step_seconds)
 
+    reporter.close()  # the last report goes now, not at the end of the interval
     dist.barrier()
     if rank == 0:
         # A finished run leaves no checkpoint behind, so the next run trains from scratch.

@@ -6,6 +6,7 @@ Layout, under the state directory (default ``~/.local/state/kubetrain/runs``, or
     <job>/status.json          the job (wire form, with status) and every replica's process
     <job>/logs/<type>-<i>.log  each replica's output, whole lines, every attempt appended
     <job>/config/              files the framework asks for beside the replicas (MPI hostfile)
+    <job>/progress/<type>-<i>/ each replica's credentials for the run's status endpoint (CA, token)
 
 ``status.json`` is replaced atomically on every change, so readers never see half a file. It
 records the runner's pid and start time: a record whose runner is gone but whose job never
@@ -66,6 +67,9 @@ class RunRecord:
     events: list[dict[str, str]] = field(default_factory=list)
     runtime: str = "process"
     """What ran the replicas (``--runtime``): deleting a container run removes its containers too."""
+    progress_history: dict[str, Any] = field(default_factory=dict)
+    """The job's progress reports over the run, thinned (``api.progress.ProgressHistory.to_json``; kept as
+    plain data here so that listing runs needs no model). The latest report is in the job's status."""
 
     @property
     def name(self) -> str:
@@ -132,6 +136,7 @@ class RunRecord:
             interrupted=bool(data.get("interrupted", False)),
             events=list(data.get("events", [])),
             runtime=str(data.get("runtime", "process")),
+            progress_history=_mapping(data.get("progress_history")),
         )
 
 
@@ -143,13 +148,14 @@ class RunDirectory:
         self.status_path = self.root / STATUS_FILE
         self.logs_dir = self.root / "logs"
         self.config_dir = self.root / "config"
+        self.progress_dir = self.root / "progress"
 
     def log_path(self, replica: str) -> Path:
         return self.logs_dir / f"{replica}.log"
 
     def reset(self) -> None:
         """Forget a previous run of the same job name (its logs would otherwise be appended to)."""
-        for directory in (self.logs_dir, self.config_dir):
+        for directory in (self.logs_dir, self.config_dir, self.progress_dir):
             shutil.rmtree(directory, ignore_errors=True)
         self.status_path.unlink(missing_ok=True)
         self.logs_dir.mkdir(parents=True, exist_ok=True)
@@ -171,6 +177,10 @@ class RunDirectory:
             return RunRecord.from_json(json.loads(self.status_path.read_text(encoding="utf-8")))
         except FileNotFoundError:
             return None
+
+
+def _mapping(value: object) -> dict[str, Any]:
+    return dict(value) if isinstance(value, Mapping) else {}
 
 
 def _wire_time(seconds: float) -> str:

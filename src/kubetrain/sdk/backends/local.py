@@ -290,7 +290,10 @@ class LocalBackend:
         return parse_job(record.job_wire())
 
     def progress_history(self, kind: JobKind, namespace: str, name: str) -> ProgressHistory:
-        raise NotImplementedError("progress history: being built on its branch")
+        """The history the run keeps in its record (bounded: ``ProgressHistory``'s points)."""
+        self.get(kind, namespace, name)
+        record = RunDirectory(self.state_dir, name).read()
+        return ProgressHistory.from_json(record.progress_history if record is not None else None)
 
     def diagnose(self, kind: JobKind, namespace: str, name: str) -> list[Finding]:
         raise NotImplementedError("diagnosis: being built on its branch")
