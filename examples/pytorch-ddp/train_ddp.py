@@ -1,4 +1,5 @@
-"""Data-parallel training of a small regression MLP over gloo, on synthetic data, on CPU.
+"""Data-parallel training of a small regression MLP on synthetic data: over gloo on CPU, or with
+``--device cuda`` over NCCL, each rank on the one GPU its replica was given (``nvidia.com/gpu: 1``).
 
 Rendezvous comes from the environment a PyTorchJob injects (MASTER_ADDR, MASTER_PORT, RANK,
 WORLD_SIZE), exactly as on a cluster. Rank 0 writes a checkpoint every ``--checkpoint-every``
@@ -54,25 +55,36 @@ def main() -> int:
     )
     parser.add_argument("--fail-at-step", type=int, default=-1, help="Rank --fail-rank exits 1 here, once.")
     parser.add_argument("--fail-rank", type=int, default=-1)
+    parser.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="cuda: train on the replica's GPU over NCCL (its first visible device: a pod's, or the one "
+        "kubetrain run gave it in CUDA_VISIBLE_DEVICES).",
+    )
     args = parser.parse_args()
 
-    dist.init_process_group("gloo")
+    device = torch.device("cuda", 0) if args.device == "cuda" else torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     address = f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
-    print(f"rank {rank}/{world} joined the process group via {address}")
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    print(f"rank {rank}/{world} joined the process group via {address}, training on {where}")
 
-    model = DistributedDataParallel(make_model())
+    model = DistributedDataParallel(make_model().to(device))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     checkpoint = args.checkpoint_dir / "checkpoint.pt"
     start = 0
     if checkpoint.exists():
-        state = torch.load(checkpoint, weights_only=True)
+        state = torch.load(checkpoint, weights_only=True, map_location=device)
         model.module.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         start = int(state["step"])
         print(f"rank {rank} resumed from checkpoint at step {start}")
 
-    x, y = synthetic_shard(rank)
+    x, y = (t.to(device) for t in synthetic_shard(rank))
     loss_fn = nn.MSELoss()
     reporter = ProgressReporter()  # reports at most every 5 s, from a thread of its own
     failure_marker = args.checkpoint_dir / f"failed-once-rank-{rank}"
