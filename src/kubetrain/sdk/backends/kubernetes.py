@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import httpx2
 from lightkube import ALL_NS, ApiError, Client, ConfigError, KubeConfig, SingleConfig, operators
@@ -36,6 +36,9 @@ from kubetrain.sdk.errors import (
 )
 from kubetrain.sdk.kinds import KINDS, JobKind, kind_of
 from kubetrain.sdk.selectors import Operator, parse_selector
+
+if TYPE_CHECKING:
+    from kubetrain.sdk.backends.base import JobWatch
 
 T = TypeVar("T")
 
@@ -264,6 +267,46 @@ class KubernetesBackend:
             ),
             missing=f"{kind} {namespace}/{name} not found",
         )
+
+    # --- watch -------------------------------------------------------------------------------
+
+    def watch(self, kind: JobKind | None, namespace: str | None) -> JobWatch:
+        from kubetrain.sdk.backends.kubernetes_watch import ClusterJobWatch
+
+        return ClusterJobWatch(self, [kind] if kind is not None else list(KINDS), namespace)
+
+    @property
+    def _http(self) -> httpx2.Client:
+        """lightkube's own HTTP client, with its base URL, TLS and credentials: the watch reads the API's JSON
+        as it is (wire forms for the Jobs view, and a stream it can close from another thread)."""
+        http: httpx2.Client = self.client._client._client
+        return http
+
+    def raw_get(self, what: str, path: str, params: Mapping[str, str]) -> dict[str, Any]:
+        """``GET path`` as JSON; failures as ``_call`` reports them."""
+
+        def get() -> httpx2.Response:
+            response = self._http.get(path, params=dict(params))
+            response.raise_for_status()
+            return response
+
+        data = self._call(what, get).json()
+        return data if isinstance(data, dict) else {}
+
+    def raw_stream(self, path: str, params: Mapping[str, str], read_timeout: float) -> httpx2.Response:
+        """``GET path`` with the body left to stream (a watch); the caller closes it."""
+        timeout = httpx2.Timeout(REQUEST_TIMEOUT, read=read_timeout)
+        try:
+            return self._http.send(
+                self._http.build_request("GET", path, params=dict(params), timeout=timeout), stream=True
+            )
+        except httpx2.TransportError as error:
+            raise BackendUnavailableError(
+                f"cannot reach the API server at {self.server}: {error or type(error).__name__}"
+            ) from None
+
+    def raise_status(self, what: str, response: httpx2.Response) -> NoReturn:
+        raise _status_error(what, response.status_code, _message(response))
 
     # --- pods, logs, events --------------------------------------------------------------------
 

@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     # lightkube's import pulls in its HTTP client: only for the annotations, not for every CLI command.
     from lightkube.resources.core_v1 import Pod
 
+    from kubetrain.sdk.backends.base import JobWatch
+
 MANIFEST_FILE = "job.yaml"
 RUNNER_LOG_FILE = "runner.log"
 RUNNER_START_TIMEOUT = 30.0
@@ -143,6 +145,12 @@ class LocalBackend:
 
             remove_job_containers(record.runtime, name)
         shutil.rmtree(directory.root, ignore_errors=True)
+
+    def watch(self, kind: JobKind | None, namespace: str | None) -> JobWatch:
+        """Every local run (namespaces do not separate them), from the state directory."""
+        from kubetrain.sdk.backends.local_watch import LocalJobWatch
+
+        return LocalJobWatch(self.state_dir, kind)
 
     # --- pods, logs, events --------------------------------------------------------------------
 
