@@ -308,6 +308,41 @@ class KubernetesBackend:
     def raise_status(self, what: str, response: httpx2.Response) -> NoReturn:
         raise _status_error(what, response.status_code, _message(response))
 
+    def review_access(
+        self,
+        user: str,
+        groups: tuple[str, ...],
+        *,
+        verb: str,
+        resource: str,
+        namespace: str,
+        group: str = "",
+        name: str = "",
+        subresource: str = "",
+    ) -> bool:
+        """Whether the API server would let ``user`` do this (a SubjectAccessReview): how a service acting
+        for its users with its own credentials asks before it acts."""
+        from lightkube.models.authorization_v1 import ResourceAttributes, SubjectAccessReviewSpec
+        from lightkube.resources.authorization_v1 import SubjectAccessReview
+
+        attributes = ResourceAttributes(
+            verb=verb,
+            group=group,
+            resource=resource,
+            namespace=namespace or None,
+            name=name or None,
+            subresource=subresource or None,
+        )
+        review = SubjectAccessReview(
+            spec=SubjectAccessReviewSpec(
+                user=user, groups=list(groups) or None, resourceAttributes=attributes
+            )
+        )
+        answer = self._call(
+            f"Failed to review {verb} {resource} for {user}", lambda: self.client.create(review)
+        )
+        return bool(answer.status is not None and answer.status.allowed)
+
     # --- pods, logs, events --------------------------------------------------------------------
 
     def pods(self, namespace: str, job_name: str, labels: Mapping[str, str]) -> list[Pod]:

@@ -326,7 +326,7 @@ _POD_PHASES = {"Pending", "Running", "Succeeded", "Failed"}
 
 def _pod(job: TrainingJob, replica: ReplicaRecord) -> Pod:
     """What a pod of this replica would say: its name, labels, phase and restarts."""
-    from lightkube.models.core_v1 import ContainerStatus, PodStatus
+    from lightkube.models.core_v1 import ContainerState, ContainerStateTerminated, ContainerStatus, PodStatus
     from lightkube.models.meta_v1 import ObjectMeta
     from lightkube.resources.core_v1 import Pod
 
@@ -348,6 +348,9 @@ def _pod(job: TrainingJob, replica: ReplicaRecord) -> Pod:
                     imageID="",
                     ready=replica.phase == "Running",
                     restartCount=replica.restarts,
+                    state=ContainerState(terminated=ContainerStateTerminated(exitCode=replica.exit_code))
+                    if replica.exit_code is not None and replica.phase in ("Succeeded", "Failed")
+                    else None,
                 )
             ],
         ),

@@ -31,6 +31,8 @@ class _Seen:
     record: RunRecord
     stale: bool
     wire: dict[str, Any]
+    version: int
+    """Counts the changes of what the run shows: the runner rewrites its file unchanged every second."""
 
 
 class LocalJobWatch:
@@ -40,6 +42,7 @@ class LocalJobWatch:
         self.poll = poll
         self._stop = threading.Event()
         self._seen: dict[str, _Seen] = {}
+        self._versions = 0
 
     def close(self) -> None:
         self._stop.set()
@@ -74,11 +77,14 @@ class LocalJobWatch:
                 self.kind.api_version,
             ):
                 continue
-            version = f"{seen.stamp[0]}:{seen.stamp[1]}:{seen.stale}"
-            listed.append(Listed(wire, version, seen.record.restarts))
+            listed.append(Listed(wire, str(seen.version), seen.record.restarts))
         for gone in set(self._seen) - present:
             del self._seen[gone]
         return listed
+
+    def _next_version(self) -> int:
+        self._versions += 1
+        return self._versions
 
     def _read(self, name: str) -> _Seen | None:
         directory = RunDirectory(self.state_dir, name)
@@ -95,9 +101,16 @@ class LocalJobWatch:
                 return None
             if record is None:
                 return None
-            seen = _Seen(stamp, record, record.stale, record.job_wire())
+            wire, stale = record.job_wire(), record.stale
+            unchanged = seen is not None and (seen.wire, seen.stale, seen.record.restarts) == (
+                wire,
+                stale,
+                record.restarts,
+            )
+            version = seen.version if seen is not None and unchanged else self._next_version()
+            seen = _Seen(stamp, record, stale, wire, version)
             self._seen[name] = seen
         elif not seen.record.finished and seen.record.stale != seen.stale:
-            seen = _Seen(stamp, seen.record, True, seen.record.job_wire())
+            seen = _Seen(stamp, seen.record, True, seen.record.job_wire(), self._next_version())
             self._seen[name] = seen
         return seen
