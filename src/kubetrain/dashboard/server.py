@@ -68,6 +68,7 @@ SECURITY_HEADERS = {
     "Cross-Origin-Resource-Policy": "same-origin",
 }
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+USER: web.RequestKey[User | None] = web.RequestKey("user")
 
 
 def kind_argument(kind: JobKind) -> str:
@@ -182,7 +183,8 @@ class Dashboard:
         try:
             response = await handler(request)
         except web.HTTPException as error:
-            response = error
+            error.headers.update(SECURITY_HEADERS)
+            raise
         except Exception as error:
             try:
                 problem = _problem_for(error)
@@ -214,7 +216,7 @@ class Dashboard:
             raise RequestError(
                 401, "no user: this dashboard is reached through the Kubeflow Central Dashboard"
             )
-        request["user"] = user
+        request[USER] = user
         return await handler(request)
 
     @web.middleware
@@ -237,7 +239,7 @@ class Dashboard:
     # --- helpers ------------------------------------------------------------------------------
 
     async def _require(self, request: web.Request, *checks: Attributes) -> None:
-        user: User | None = request["user"]
+        user = request[USER]
         for attributes in checks:
             if not await self.access.allowed(user, attributes):
                 who = user.name if user else "you"
@@ -333,7 +335,7 @@ class Dashboard:
         )
 
     async def session(self, request: web.Request) -> web.Response:
-        user: User | None = request["user"]
+        user = request[USER]
         response = web.json_response(
             {
                 "user": user.name if user else None,
@@ -379,7 +381,7 @@ class Dashboard:
 
     async def stream(self, request: web.Request) -> web.StreamResponse:
         """The list: a snapshot of every job the user may list, then their changes, batched."""
-        user: User | None = request["user"]
+        user = request[USER]
         subscription = Subscription()
         for source in self.sources.values():
             source.subscribe_with(subscription)
