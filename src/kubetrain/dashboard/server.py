@@ -50,6 +50,7 @@ STATIC = resources.files("kubetrain.dashboard") / "static"
 CSRF_COOKIE = "kubetrain-csrf"
 CSRF_HEADER = "X-CSRF-Token"
 HEARTBEAT_SECONDS = 15.0
+FIRST_LIST_SECONDS = 5.0
 BATCH_SECONDS = 0.05
 """Changes that arrive together are sent together: one message for a burst of status writes."""
 LOG_TAIL_DEFAULT, LOG_TAIL_MAX = 1000, 10_000
@@ -290,7 +291,7 @@ class Dashboard:
         """The job as the source's watch holds it (waiting briefly for a starting watch's first list)."""
         if not ref.source.synced.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(ref.source.synced.wait(), 10)
+                await asyncio.wait_for(ref.source.synced.wait(), FIRST_LIST_SECONDS)
         entry = ref.source.entries.get(ref.id)
         if entry is None:
             raise RequestError(
@@ -387,6 +388,12 @@ class Dashboard:
             source.subscribe_with(subscription)
         response = await self._open_stream(request)
         try:
+            # A fresh server's first page waits for the first lists (briefly: an unreachable cluster must
+            # not hold the local runs back); anything listed later arrives as changes.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    asyncio.gather(*(s.synced.wait() for s in self.sources.values())), FIRST_LIST_SECONDS
+                )
             rows = [
                 e.row
                 for s in self.sources.values()
