@@ -701,6 +701,10 @@ class Dashboard:
         await self._require(request, Attributes("create", kind.plural, namespace, GROUP))
         created = await asyncio.to_thread(source.client.create_job, job, namespace=namespace)
         identity = views.job_id(source.name, namespace, kind, created.name)
+        # The answer sends the page to the job's own page: let the watch have it by then.
+        deadline = asyncio.get_running_loop().time() + FIRST_LIST_SECONDS
+        while identity not in source.entries and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.05)
         return web.json_response({"id": identity}, status=201)
 
 

@@ -44,7 +44,8 @@ export function showJob(main, id) {
       renderManifest();
       // Pods, events and the diagnosis are read when the job's visible state moved, not on every report.
       const row = data.row;
-      const signature = JSON.stringify([row.state, row.replicas, row.restarts, data.conditions.length]);
+      const signature = JSON.stringify([row.suspended, row.restarts, data.replicaTypes,
+        data.conditions.map((c) => [c.type, c.status, c.reason])]);
       if (signature !== lastSignature) {
         lastSignature = signature;
         loadPods();

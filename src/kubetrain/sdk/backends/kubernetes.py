@@ -50,6 +50,28 @@ KUBELET_PORT = ":10250"
 """Log requests the API server could not forward to a kubelet name this port in their error."""
 
 
+_DECODING_READY: set[type[Any]] = set()
+_DECODING_LOCK = threading.Lock()
+
+
+def _decoding_ready(*models: type[Any]) -> None:
+    """Decode each typed model once, under a lock, before any thread decodes it for real.
+
+    lightkube decodes with msgspec, which builds a type's decoder (walking its annotations) on first use; two
+    threads doing that for the same type at once crashed the interpreter (SIGSEGV in msgspec 0.22's
+    ``get_class_annotations``: the Jobs view reading a job's pods and events at the same time). Once built, a
+    type's decoder is shared safely."""
+    from lightkube.core import decoders
+
+    for model in models:
+        if model in _DECODING_READY:
+            continue
+        with _DECODING_LOCK:
+            if model not in _DECODING_READY:
+                decoders.decode_list(b'{"metadata": {}, "items": []}', model)
+                _DECODING_READY.add(model)
+
+
 def resource(kind: JobKind) -> type[GenericNamespacedResource]:
     return create_namespaced_resource(kind.group, kind.version, kind.kind, kind.plural)
 
@@ -338,6 +360,7 @@ class KubernetesBackend:
                 user=user, groups=list(groups) or None, resourceAttributes=attributes
             )
         )
+        _decoding_ready(SubjectAccessReview)
         answer = self._call(
             f"Failed to review {verb} {resource} for {user}", lambda: self.client.create(review)
         )
@@ -346,6 +369,7 @@ class KubernetesBackend:
     # --- pods, logs, events --------------------------------------------------------------------
 
     def pods(self, namespace: str, job_name: str, labels: Mapping[str, str]) -> list[Pod]:
+        _decoding_ready(Pod)
         found = self._call(
             f"Failed to list pods of {namespace}/{job_name}",
             lambda: list(self.client.list(Pod, namespace=namespace, labels=dict(labels))),
@@ -376,6 +400,7 @@ class KubernetesBackend:
         yield from self._follow(namespace, pods, container, tail_lines)
 
     def _phase(self, namespace: str, pod: str) -> str:
+        _decoding_ready(Pod)
         found = self._call(
             f"Failed to get pod {namespace}/{pod}", lambda: self.client.get(Pod, pod, namespace=namespace)
         )
@@ -448,6 +473,7 @@ class KubernetesBackend:
 
     def events(self, namespace: str, kind: str, job_name: str, pod_names: list[str]) -> list[JobEvent]:
         wanted = {(kind, job_name)} | {("Pod", p) for p in pod_names}
+        _decoding_ready(Event)
         found = self._call(
             f"Failed to list events in {namespace}",
             lambda: list(self.client.list(Event, namespace=namespace)),
