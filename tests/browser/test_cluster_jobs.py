@@ -81,7 +81,7 @@ def report(kube_api: KubeApi, namespace: str, name: str, progress: int, loss: fl
         "estimatedRemainingSeconds": (100 - progress) * 6,
         "metrics": [
             {"name": "loss", "value": str(loss)},
-            {"name": "accuracy", "value": str(round(1 - loss, 3))},
+            {"name": "accuracy", "value": str(round(1 - loss / 3, 3))},
         ],
         "lastUpdatedTime": now,
     }
