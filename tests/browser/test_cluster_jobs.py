@@ -13,14 +13,13 @@ import pytest
 import yaml
 from playwright.sync_api import Page, expect
 
+from browser_support import Viewer
 from dashboard_process import CRDS, RunningDashboard, pytorch_job, running_dashboard
 from kubetrain.envtest.crds import install_crds
 from kubetrain.envtest.kubeapi import KubeApi
 from kubetrain.envtest.poddriver import PodDriver
 from kubetrain.envtest.pytest_plugin import EnvtestCluster
 from operator_process import running_operator
-
-from .conftest import Viewer
 
 pytestmark = pytest.mark.browser
 

@@ -14,10 +14,9 @@ import pytest
 import yaml
 from playwright.sync_api import Page, expect
 
+from browser_support import Viewer
 from dashboard_process import RunningDashboard, running_dashboard
 from kubetrain.sdk import TrainingClient
-
-from .conftest import Viewer
 
 pytestmark = pytest.mark.browser
 
