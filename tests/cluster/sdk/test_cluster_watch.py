@@ -70,7 +70,7 @@ class Collector:
         while time.monotonic() < deadline:
             for event in self.events[since:]:
                 job = event.job or {}
-                named = not name or job["metadata"]["name"] == name
+                named = not name or (job.get("metadata") or {}).get("name") == name
                 if event.type is type_ and named and all(getattr(event, k) == v for k, v in match.items()):
                     return event
             if self.error is not None:
