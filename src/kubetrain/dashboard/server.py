@@ -19,9 +19,8 @@ import functools
 import json
 import logging
 import secrets
-import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
@@ -30,9 +29,10 @@ from typing import Any
 from aiohttp import web
 
 from kubetrain.api.errors import InvalidJobError
-from kubetrain.dashboard import views
+from kubetrain.dashboard import streams, views
 from kubetrain.dashboard.access import Access, Attributes, User
-from kubetrain.dashboard.sources import Change, Entry, Source, Subscription
+from kubetrain.dashboard.sources import Entry, Source, Subscription
+from kubetrain.dashboard.streams import SECURITY_HEADERS
 from kubetrain.sdk import tables
 from kubetrain.sdk.errors import (
     AccessDeniedError,
@@ -49,25 +49,12 @@ log = logging.getLogger(__name__)
 STATIC = resources.files("kubetrain.dashboard") / "static"
 CSRF_COOKIE = "kubetrain-csrf"
 CSRF_HEADER = "X-CSRF-Token"
-HEARTBEAT_SECONDS = 15.0
 FIRST_LIST_SECONDS = 5.0
-BATCH_SECONDS = 0.05
-"""Changes that arrive together are sent together: one message for a burst of status writes."""
 LOG_TAIL_DEFAULT, LOG_TAIL_MAX = 1000, 10_000
 LOG_STREAMS_MAX = 64
 """Log streams open at once, for the whole server: each holds a thread reading the backend."""
 MAX_MANIFEST_BYTES = 256 * 1024
 GROUP = "kubeflow.org"
-SECURITY_HEADERS = {
-    "Content-Security-Policy": (
-        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
-        "base-uri 'none'; form-action 'none'; frame-ancestors 'self'"
-    ),
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
-    "Cross-Origin-Opener-Policy": "same-origin",
-    "Cross-Origin-Resource-Policy": "same-origin",
-}
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 USER: web.RequestKey[User | None] = web.RequestKey("user")
 
@@ -83,6 +70,14 @@ class RequestError(Exception):
         self.status = status
         self.message = message
         self.errors = errors or []
+
+
+def problem_text(error: BaseException) -> str:
+    """What a page is told of a failure that ends a stream."""
+    try:
+        return _problem_for(error).message
+    except BaseException:
+        return f"{type(error).__name__}: {error}"
 
 
 def _problem_for(error: BaseException) -> RequestError:
@@ -134,7 +129,6 @@ class Dashboard:
     """Where local runs created from the page run (their manifests' relative paths)."""
     static: Any = STATIC
     log_streams: int = 0
-    _threads: set[threading.Thread] = field(default_factory=set)
 
     # --- the application ----------------------------------------------------------------------
 
@@ -350,43 +344,13 @@ class Dashboard:
 
     # --- live streams -------------------------------------------------------------------------
 
-    @staticmethod
-    async def _open_stream(request: web.Request) -> web.StreamResponse:
-        response = web.StreamResponse(
-            headers={
-                "Content-Type": "text/event-stream",
-                "Cache-Control": "no-cache",
-                "X-Accel-Buffering": "no",  # proxies must pass each event on at once
-                **SECURITY_HEADERS,
-            }
-        )
-        await response.prepare(request)
-        return response
-
-    @staticmethod
-    async def _send(response: web.StreamResponse, event: str, data: object) -> None:
-        await response.write(f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode())
-
-    @staticmethod
-    async def _next_batch(subscription: Subscription) -> list[Change | None] | None:
-        """The changes that arrived together; None after a heartbeat's time without any."""
-        try:
-            first = await asyncio.wait_for(subscription.queue.get(), HEARTBEAT_SECONDS)
-        except TimeoutError:
-            return None
-        batch = [first]
-        await asyncio.sleep(BATCH_SECONDS)
-        while not subscription.queue.empty():
-            batch.append(subscription.queue.get_nowait())
-        return batch
-
     async def stream(self, request: web.Request) -> web.StreamResponse:
         """The list: a snapshot of every job the user may list, then their changes, batched."""
         user = request[USER]
         subscription = Subscription()
         for source in self.sources.values():
             source.subscribe_with(subscription)
-        response = await self._open_stream(request)
+        response = await streams.open_stream(request)
         try:
             # A fresh server's first page waits for the first lists (briefly: an unreachable cluster must
             # not hold the local runs back); anything listed later arrives as changes.
@@ -400,11 +364,11 @@ class Dashboard:
                 for e in s.entries.values()
                 if await self._visible(user, e)
             ]
-            await self._send(response, "snapshot", {"jobs": rows, "sources": self._states()})
+            await streams.send(response, "snapshot", {"jobs": rows, "sources": self._states()})
             while True:
-                batch = await self._next_batch(subscription)
+                batch = await streams.next_batch(subscription)
                 if subscription.dropped:
-                    await self._send(response, "reset", {"reason": "this page fell behind"})
+                    await streams.send(response, "reset", {"reason": "this page fell behind"})
                     break
                 if batch is None:
                     await response.write(b": ping\n\n")
@@ -423,7 +387,7 @@ class Dashboard:
                 if any(change is None for change in batch):
                     payload["sources"] = self._states()
                 if upserts or deletes or "sources" in payload:
-                    await self._send(response, "changes", payload)
+                    await streams.send(response, "changes", payload)
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         finally:
@@ -441,13 +405,13 @@ class Dashboard:
         entry = await self._entry(ref)
         subscription = Subscription()
         ref.source.subscribe_with(subscription)
-        response = await self._open_stream(request)
+        response = await streams.open_stream(request)
         try:
-            await self._send(response, "job", self._detail(ref, entry))
+            await streams.send(response, "job", self._detail(ref, entry))
             while True:
-                batch = await self._next_batch(subscription)
+                batch = await streams.next_batch(subscription)
                 if subscription.dropped:
-                    await self._send(response, "reset", {"reason": "this page fell behind"})
+                    await streams.send(response, "reset", {"reason": "this page fell behind"})
                     break
                 if batch is None:
                     await response.write(b": ping\n\n")
@@ -456,9 +420,9 @@ class Dashboard:
                 if not mine:
                     continue
                 if mine[-1].deleted:
-                    await self._send(response, "deleted", {"id": ref.id})
+                    await streams.send(response, "deleted", {"id": ref.id})
                     break
-                await self._send(response, "job", self._detail(ref, mine[-1].entry))
+                await streams.send(response, "job", self._detail(ref, mine[-1].entry))
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         finally:
@@ -555,74 +519,9 @@ class Dashboard:
 
         self.log_streams += 1
         try:
-            return await self._stream_lines(request, lines)
+            return await streams.stream_lines(request, lines, problem_text)
         finally:
             self.log_streams -= 1
-
-    async def _stream_lines(
-        self, request: web.Request, lines: Callable[[], Iterator[tuple[str, str]]]
-    ) -> web.StreamResponse:
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[tuple[str, str] | BaseException | None] = asyncio.Queue(2000)
-        stop = threading.Event()
-
-        def pump() -> None:
-            def put(item: tuple[str, str] | BaseException | None) -> bool:
-                while not stop.is_set():
-                    future = asyncio.run_coroutine_threadsafe(queue.put(item), loop)
-                    try:
-                        future.result(timeout=1.0)
-                        return True
-                    except TimeoutError:
-                        future.cancel()
-                    except RuntimeError:  # the loop is gone
-                        return False
-                return False
-
-            try:
-                for line in lines():
-                    if not put(line):
-                        return
-                put(None)
-            except BaseException as error:
-                put(error)
-
-        thread = threading.Thread(target=pump, name="dashboard-logs", daemon=True)
-        response = await self._open_stream(request)
-        thread.start()
-        try:
-            while True:
-                try:
-                    item = await asyncio.wait_for(queue.get(), HEARTBEAT_SECONDS)
-                except TimeoutError:
-                    await response.write(b": ping\n\n")
-                    continue
-                batch = [item]
-                while not queue.empty() and len(batch) < 500:
-                    batch.append(queue.get_nowait())
-                text = [line for _, line in (b for b in batch if isinstance(b, tuple))]
-                if text:
-                    await self._send(response, "lines", {"lines": text})
-                ended = next((b for b in batch if not isinstance(b, tuple)), False)
-                if ended is None:
-                    await self._send(response, "end", {"reason": "the replica's log ended"})
-                    break
-                if isinstance(ended, BaseException):
-                    problem = self._problem_text(ended)
-                    await self._send(response, "end", {"reason": problem, "error": True})
-                    break
-        except (ConnectionResetError, asyncio.CancelledError):
-            pass
-        finally:
-            stop.set()
-        return response
-
-    @staticmethod
-    def _problem_text(error: BaseException) -> str:
-        try:
-            return _problem_for(error).message
-        except BaseException:
-            return f"{type(error).__name__}: {error}"
 
     # --- actions ------------------------------------------------------------------------------
 
