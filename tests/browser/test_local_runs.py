@@ -4,6 +4,7 @@ deleted and created from the page."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -173,3 +174,17 @@ def test_an_invalid_manifest_is_refused_naming_the_field(viewer: Viewer) -> None
     page.click("#preview")
     expect(page.locator("#new-status")).to_contain_text("replicas")
     expect(page.locator("#create")).to_be_disabled()
+
+
+def test_with_no_cluster_the_local_runs_are_served_and_the_terminal_says_why(
+    viewer_for: Callable[[str], Viewer], state_dir: Path, local_client: TrainingClient, tmp_path: Path
+) -> None:
+    local_client.create_job(local_job("alone", steps=1))
+    env = {**os.environ, "KUBECONFIG": str(tmp_path / "no-such-kubeconfig"), "HOME": str(tmp_path)}
+    with running_dashboard(
+        "--state-dir", str(state_dir), log=tmp_path / "dashboard.log", env=env
+    ) as dashboard:
+        assert "no cluster:" in dashboard.output() and "showing local runs only" in dashboard.output()
+        page = viewer_for(dashboard.url).open()
+        expect(row(page, "alone")).to_be_visible()
+        assert dashboard.stop() == 0
