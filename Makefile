@@ -15,7 +15,7 @@ AS_ROOT := $(filter 0,$(shell id -u))
 .PHONY: help install run test lint test-unit test-local test-cluster envtest-build helm-build manifests docs clean \
 	image images image-tools test-images node-packages test-e2e scheduler-plugins-build
 .PHONY: podman docker test-containers host-packages mpi-packages node-build node-image-cache \
-	lane-cluster lane-images lane-checks
+	lane-cluster lane-images lane-checks browser-packages test-browser
 
 help:
 	@echo "make run   - train the example PyTorch DDP job locally (1 master + 2 workers)"
@@ -48,7 +48,7 @@ test: host-packages $(STAMP)
 	$(MAKE) --no-print-directory -j3 --output-sync=target lane-cluster lane-images lane-checks
 	$(MAKE) --no-print-directory test-images test-e2e
 
-host-packages: image-tools mpi-packages podman node-packages
+host-packages: image-tools mpi-packages podman node-packages browser-packages
 
 # $(call serially,TARGETS): the targets one after another, each its own make, so that a lane never runs two of
 # its steps at once. They leave the -j3 make's jobserver alone (MAKEFLAGS without it): a lane's make sharing
@@ -70,12 +70,25 @@ lane-checks: $(STAMP)
 envtest-build: $(STAMP)
 	$(BIN)/kubetrain envtest build
 
-# The cluster tier against a fresh envtest, stopped by the trap whether the tests pass or fail.
+# The cluster tier against a fresh envtest, stopped by the trap whether the tests pass or fail; the browser
+# tier (the Jobs view in Chromium, on local runs and on this envtest) runs in the same session, reusing it.
 ENVTEST_TEST_DIR := .state/envtest-make
-test-cluster: envtest-build helm-build image
+test-cluster: envtest-build helm-build image browser-packages
 	trap '$(BIN)/kubetrain envtest stop --dir $(ENVTEST_TEST_DIR)' EXIT; \
 	$(BIN)/kubetrain envtest start --dir $(ENVTEST_TEST_DIR) >/dev/null && \
-	KUBETRAIN_ENVTEST_DIR=$(ENVTEST_TEST_DIR) $(PYTEST) tests/cluster -q
+	KUBETRAIN_ENVTEST_DIR=$(ENVTEST_TEST_DIR) $(PYTEST) tests/cluster tests/browser -q
+
+# The browser tier alone, on an envtest of its own.
+ENVTEST_BROWSER_DIR := .state/envtest-browser
+test-browser: envtest-build browser-packages $(STAMP)
+	trap '$(BIN)/kubetrain envtest stop --dir $(ENVTEST_BROWSER_DIR)' EXIT; \
+	$(BIN)/kubetrain envtest start --dir $(ENVTEST_BROWSER_DIR) >/dev/null && \
+	KUBETRAIN_ENVTEST_DIR=$(ENVTEST_BROWSER_DIR) $(PYTEST) tests/browser -q
+
+# Debian's Chromium for the browser tier, installed when missing (Playwright's own browser download cannot
+# reach its host here; the tests launch /usr/bin/chromium).
+browser-packages:
+	command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; }
 
 # The real envtest node's runtime from Debian (containerd, runc, the CNI plugins), installed when missing and
 # only as root: a machine that cannot run the node gets the e2e tier skipped with the reason instead.
@@ -166,7 +179,7 @@ manifests: $(STAMP)
 # docs/frameworks/; unit tests fail when either is stale.
 docs: $(STAMP)
 	$(BIN)/python -m kubetrain.cli.reference > docs/cli.md
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python tests/docs_blocks.py docs/frameworks/*.md
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python tests/docs_blocks.py docs/frameworks/*.md docs/progress.md
 
 # Container images, built here without a registry (tools/images/build.py, docs/development.md#images):
 # podman and buildah build them, mmdebstrap makes the Debian base, runc runs the build steps (crun cannot

@@ -143,10 +143,12 @@ QUICKSTART_SDK = "Drive it from Python"
 QUICKSTART_CONTAINERS = "Run it in containers"
 OPERATIONS_ON_A_CLUSTER = ("Metrics and health", "Upgrading")
 API_ON_A_CLUSTER = ("Installing the CRDs",)
+PROGRESS_ON_ONE_MACHINE = ("On one machine", "Hang detection")
 SECTIONS_RUN = {
     "api.md": API_ON_A_CLUSTER,
     "quickstart.md": (QUICKSTART_LOCAL, QUICKSTART_CONTAINERS, QUICKSTART_CLUSTER),
     "operations.md": OPERATIONS_ON_A_CLUSTER,
+    "progress.md": PROGRESS_ON_ONE_MACHINE,
 }
 """The sections whose ```sh blocks the local, containers and cluster tiers run; a unit test checks no block
 of these pages lies outside them (console blocks are all checked in the unit tier)."""

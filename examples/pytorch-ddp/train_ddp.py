@@ -1,9 +1,14 @@
-"""Data-parallel training of a small regression MLP over gloo, on synthetic data, on CPU.
+"""Data-parallel training of a small regression MLP on synthetic data: over gloo on CPU, or with
+``--device cuda`` over NCCL, each rank on the one GPU its replica was given (``nvidia.com/gpu: 1``).
 
 Rendezvous comes from the environment a PyTorchJob injects (MASTER_ADDR, MASTER_PORT, RANK,
 WORLD_SIZE), exactly as on a cluster. Rank 0 writes a checkpoint every ``--checkpoint-every``
 steps to a directory every replica can read; on start every rank resumes from it, so a replica
 restarted by its restart policy continues where the job left off instead of starting over.
+
+Rank 0 reports the job's progress and loss to its status endpoint (``kubetrain get --local`` shows them):
+``kubetrain.reporting`` is one standard-library file, which the example's image holds too. Run without the
+endpoint's variables (``python train_ddp.py`` under torchrun, say) the reporter does nothing.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
+
+from kubetrain.reporting import ProgressReporter
 
 FEATURES = 16
 SAMPLES_PER_RANK = 256
@@ -48,26 +55,38 @@ def main() -> int:
     )
     parser.add_argument("--fail-at-step", type=int, default=-1, help="Rank --fail-rank exits 1 here, once.")
     parser.add_argument("--fail-rank", type=int, default=-1)
+    parser.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="cuda: train on the replica's GPU over NCCL (its first visible device: a pod's, or the one "
+        "kubetrain run gave it in CUDA_VISIBLE_DEVICES).",
+    )
     args = parser.parse_args()
 
-    dist.init_process_group("gloo")
+    device = torch.device("cuda", 0) if args.device == "cuda" else torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     address = f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
-    print(f"rank {rank}/{world} joined the process group via {address}")
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    print(f"rank {rank}/{world} joined the process group via {address}, training on {where}")
 
-    model = DistributedDataParallel(make_model())
+    model = DistributedDataParallel(make_model().to(device))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     checkpoint = args.checkpoint_dir / "checkpoint.pt"
     start = 0
     if checkpoint.exists():
-        state = torch.load(checkpoint, weights_only=True)
+        state = torch.load(checkpoint, weights_only=True, map_location=device)
         model.module.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         start = int(state["step"])
         print(f"rank {rank} resumed from checkpoint at step {start}")
 
-    x, y = synthetic_shard(rank)
+    x, y = (t.to(device) for t in synthetic_shard(rank))
     loss_fn = nn.MSELoss()
+    reporter = ProgressReporter()  # reports at most every 5 s, from a thread of its own
     failure_marker = args.checkpoint_dir / f"failed-once-rank-{rank}"
     for step in range(start, args.steps):
         if rank == args.fail_rank and step == args.fail_at_step and not failure_marker.exists():
@@ -82,6 +101,9 @@ def main() -> int:
         mean = loss.detach().clone()
         dist.all_reduce(mean)
         mean /= world
+        if rank == 0:
+            # One replica reports for the job: the percentage, an ETA from its pace, the averaged loss.
+            reporter.report_step(step + 1, args.steps, {"loss": mean.item()})
         if rank == 0 and (step % 5 == 0 or step == args.steps - 1):
             print(f"step {step} loss {mean.item():.5f}")
         if rank == 0 and (step + 1) % args.checkpoint_every == 0:
@@ -96,6 +118,7 @@ def main() -> int:
         if args.step_seconds:
             time.sleep(args.step_seconds)
 
+    reporter.close()  # the last report goes now, not at the end of the interval
     dist.barrier()
     if rank == 0:
         # A finished run leaves no checkpoint behind, so the next run trains from scratch.

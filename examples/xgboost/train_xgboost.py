@@ -3,7 +3,8 @@
 An XGBoostJob injects MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK. Rank 0 (the Master) hosts
 the ``RabitTracker`` on MASTER_PORT; every rank joins it, checks the collective with an allreduce
 of the ranks, and trains one booster on its own shard of the data: histograms are allreduced, so
-all ranks end with the same model.
+all ranks end with the same model. The Master reports each boosting round's progress and logloss to the
+job's status endpoint from an XGBoost callback (``kubetrain.reporting``; nothing without the endpoint).
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ import time
 import numpy as np
 import xgboost
 from xgboost import collective
+from xgboost.callback import TrainingCallback
 from xgboost.tracker import RabitTracker
+
+from kubetrain.reporting import ProgressReporter
 
 ROUNDS = 20
 NAME_WAIT_SECONDS = 120.0
@@ -32,6 +36,25 @@ def wait_until_resolvable(host: str) -> None:
             return
         except socket.gaierror:
             time.sleep(0.5)
+
+
+class ReportProgress(TrainingCallback):
+    """After each boosting round: the rounds done of ``rounds``, and the round's training logloss."""
+
+    def __init__(self, rounds: int) -> None:
+        super().__init__()
+        self.rounds = rounds
+        self.reporter = ProgressReporter()
+
+    def after_iteration(
+        self, model: xgboost.Booster, epoch: int, evals_log: TrainingCallback.EvalsLog
+    ) -> bool:
+        self.reporter.report_step(epoch + 1, self.rounds, {"logloss": evals_log["train"]["logloss"][-1]})
+        return False  # never stops training
+
+    def after_training(self, model: xgboost.Booster) -> xgboost.Booster:
+        self.reporter.close()  # the last round's report goes now
+        return model
 
 
 def shard(rank: int) -> tuple[np.ndarray, np.ndarray]:
@@ -73,6 +96,7 @@ def main() -> int:
             evals=[(train, "train")],
             evals_result=history,
             verbose_eval=False,
+            callbacks=[ReportProgress(ROUNDS)] if rank == 0 else None,
         )
         losses = history["train"]["logloss"]
         trees = booster.num_boosted_rounds()

@@ -105,6 +105,11 @@ def test_the_pytorch_ddp_example_trains_in_its_image_resolving_the_master_by_its
         assert f"rank {rank}/3 joined the process group via pytorch-ddp-master-0:23456" in run.lines_of(
             replica
         )
+    # Rank 0 reported from the image (its copy of kubetrain.reporting) to the run's endpoint on the host.
+    status = run.job_status["trainerStatus"]
+    assert status["progressPercentage"] == 100
+    [loss] = [float(m["value"]) for m in status["metrics"] if m["name"] == "loss"]
+    assert f"step 59 loss {loss:.5f}" in run.lines_of("master-0")
 
 
 def test_the_xgboost_example_trains_in_its_image_with_the_tracker_on_the_masters_name(
@@ -115,6 +120,7 @@ def test_the_xgboost_example_trains_in_its_image_with_the_tracker_on_the_masters
 
     assert succeeded(run), run.stderr[-3000:]
     assert any(line.startswith("rank 2 logloss") for line in run.lines_of("worker-1")), run.stdout[-2000:]
+    assert run.job_status["trainerStatus"]["progressPercentage"] == 100, "the master's callback reported"
 
 
 def test_the_mpi_example_allreduces_over_every_rank_by_mpirun_over_ssh_into_the_worker_containers(

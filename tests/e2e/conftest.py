@@ -20,12 +20,14 @@ from pathlib import Path
 
 import pytest
 
+from browser_support import browser, viewer_for
 from e2e.realpods import RealCluster, scratch_namespace, wait_until
 from kubetrain.envtest import controlplane, coscheduler, realnode
 from kubetrain.envtest.kubeapi import KubeApi
 
 OVERLAY = Path(__file__).resolve().parent / "operator-overlay"
 SHARED_RUN_DIR_ENV = "KUBETRAIN_E2E_ENVTEST_DIR"
+__all__ = ["browser", "viewer_for"]  # the Jobs view test's (tests/browser_support.py)
 DEPLOYMENT = "/apis/apps/v1/namespaces/kubeflow/deployments/training-operator"
 
 

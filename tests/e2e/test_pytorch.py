@@ -112,7 +112,9 @@ def test_master_addr_is_the_masters_headless_service_and_every_rank_joins_throug
         env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
         assert env["MASTER_ADDR"] == f"{JOB}-master-0"
         assert re.search(
-            rf"^rank \d/3 joined the process group via {JOB}-master-0:23456$", ddp_job.logs(name), re.M
+            rf"^rank \d/3 joined the process group via {JOB}-master-0:23456, training on cpu$",
+            ddp_job.logs(name),
+            re.M,
         )
 
 

@@ -60,10 +60,10 @@ def test_a_crash_looping_replica_is_one_warning_with_its_exit_code_and_last_line
 def test_a_job_silent_past_its_progress_deadline_is_diagnosed_as_stalled_and_said_once(
     tmp_path: Path, state_dir: Path
 ) -> None:
-    job = python_job("quiet", {"Master": (1, [str(SCRIPTS / "sleep_forever.py")])})
-    job["metadata"]["annotations"] = {"kubetrain.dev/progress-deadline-seconds": "2"}
-    # Its last report, long ago: the job went quiet (as its status says when it is run again).
-    job["status"] = {"trainerStatus": {"progressPercentage": 40, "lastUpdatedTime": "2026-01-01T00:00:00Z"}}
+    # One real report through the run's status endpoint, then the replica hangs.
+    argv = [str(SCRIPTS / "report_stdlib.py"), "--reports", "40:100:0.5", "--hang"]
+    job = python_job("quiet", {"Master": (1, argv)})
+    job["metadata"]["annotations"] = {"kubetrain.dev/progress-deadline-seconds": "3"}
     runner = subprocess.Popen(
         [
             KUBETRAIN,
@@ -89,9 +89,8 @@ def test_a_job_silent_past_its_progress_deadline_is_diagnosed_as_stalled_and_sai
     [finding] = findings
     assert finding["reason"] == "ProgressDeadlineExceeded"
     assert finding["replicas"] == ["quiet-master-0"]
-    assert finding["message"].startswith(
-        "PyTorchJob quiet has had no progress report since it became Running"
-    )
+    assert finding["message"].startswith("PyTorchJob quiet has had no progress report since ")
+    assert "(40%, loss=0.5" in finding["message"]
     assert text[:2] == ["Diagnosis:", f"  ProgressDeadlineExceeded: {finding['message']}"]
     assert stderr.count("Warning ProgressDeadlineExceeded: ") == 1, stderr
 

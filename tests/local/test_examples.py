@@ -43,6 +43,12 @@ def assert_succeeded(run: Run) -> None:
     assert run.condition("Succeeded") is not None
 
 
+def reported(run: Run) -> tuple[int | None, dict[str, float]]:
+    """The job's last progress report: its percentage and numeric metrics (``status.trainerStatus``)."""
+    status = run.job_status.get("trainerStatus", {})
+    return status.get("progressPercentage"), {m["name"]: float(m["value"]) for m in status.get("metrics", [])}
+
+
 def test_pytorch_ddp_trains_over_gloo_with_three_ranks_and_the_loss_decreases(
     tmp_path: Path, state_dir: Path
 ) -> None:
@@ -54,6 +60,11 @@ def test_pytorch_ddp_trains_over_gloo_with_three_ranks_and_the_loss_decreases(
     assert len(seen) >= 10
     assert seen[-1] < 0.75 * seen[0]
     assert (tmp_path / "ckpt" / "model.pt").exists()
+    progress, metrics = reported(run)
+    assert progress == 100, "rank 0 reported its last step"
+    assert round(metrics["loss"], 5) == seen[-1], "the loss reported is the loss printed at the last step"
+    points = run.status_record["progress_history"]["points"]
+    assert points[0]["p"] < 100 and points[-1]["p"] == 100
 
 
 def test_pytorch_ddp_resumes_from_the_checkpoint_after_a_replica_restarts(
@@ -117,6 +128,9 @@ def test_xgboost_trains_one_booster_over_the_collective(tmp_path: Path, state_di
     (master_result,) = [line for line in run.lines_of("master-0") if "logloss" in line]
     first, last = map(float, re.findall(r"first ([\d.]+) last ([\d.]+)", master_result)[0])
     assert last < first
+    progress, metrics = reported(run)
+    assert progress == 100, "the master's callback reported the last round"
+    assert round(metrics["logloss"], 4) == last
 
 
 def test_jax_processes_psum_across_the_coordinator(tmp_path: Path, state_dir: Path) -> None:

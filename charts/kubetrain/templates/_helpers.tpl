@@ -44,3 +44,14 @@ v2beta1 MPIJobs unreconciled.) Names as `kubetrain operator --enable-scheme` tak
 {{- end -}}
 {{- toJson (default (list) $schemes) -}}
 {{- end -}}
+
+{{/* The Jobs view's objects: the full name with "-dashboard". */}}
+{{- define "kubetrain.dashboardName" -}}
+{{- printf "%s-dashboard" (include "kubetrain.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "kubetrain.dashboardSelectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: dashboard
+{{- end -}}

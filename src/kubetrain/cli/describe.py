@@ -8,7 +8,6 @@ from pathlib import Path
 
 import typer
 
-from kubetrain.cli import tables
 from kubetrain.cli.jobs import (
     ContextOption,
     KubeconfigOption,
@@ -22,6 +21,7 @@ from kubetrain.cli.jobs import (
     reported_errors,
     split_kind_and_name,
 )
+from kubetrain.sdk import tables
 
 
 def describe(

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from kubetrain.api.summary import JobSummary
-from kubetrain.cli import tables
 from kubetrain.cli.jobs import (
     ContextOption,
     KubeconfigOption,
@@ -30,6 +29,7 @@ from kubetrain.cli.jobs import (
 )
 from kubetrain.cli.output import to_json, to_yaml
 from kubetrain.local.state import default_state_dir, list_runs
+from kubetrain.sdk import tables
 from kubetrain.sdk.selectors import matches
 
 if TYPE_CHECKING:

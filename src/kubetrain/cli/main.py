@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "suspend": ("kubetrain.cli.manage", "suspend"),
     "resume": ("kubetrain.cli.manage", "resume"),
     "scale": ("kubetrain.cli.manage", "scale"),
+    "dashboard": ("kubetrain.cli.dashboard", "dashboard"),
 }
 """Command name → (module, function): the function is the command, its signature its arguments."""
 

@@ -23,8 +23,8 @@ from kubetrain.cli.jobs import (
     reported_errors,
     split_kind_and_name,
 )
-from kubetrain.cli.tables import qualified_name
 from kubetrain.sdk import TrainingClient
+from kubetrain.sdk.tables import qualified_name
 
 KindArgument = typer.Argument(
     ..., metavar="KIND", help="The job's kind (or KIND/NAME, or just NAME).", autocompletion=complete_kind

@@ -22,9 +22,9 @@ from kubetrain.cli.jobs import (
     reported_errors,
 )
 from kubetrain.cli.output import to_json, to_yaml
-from kubetrain.cli.tables import qualified_name
 from kubetrain.engine.admission import admit
 from kubetrain.engine.types import CLUSTER_CEILING
+from kubetrain.sdk.tables import qualified_name
 
 
 def submit(

@@ -23,8 +23,8 @@ from kubetrain.cli.jobs import (
     reported_errors,
     split_kind_and_name,
 )
-from kubetrain.cli.tables import qualified_name
 from kubetrain.sdk.errors import JobFailedError
+from kubetrain.sdk.tables import qualified_name
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}

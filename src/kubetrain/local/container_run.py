@@ -16,7 +16,10 @@ What the cluster would give the pod around it is rebuilt from the engine's own p
   keys written as files with the volume's modes, mounted read-only as the kubelet mounts a Secret;
 - ``resources.limits`` cpu and memory as ``--cpus``/``--memory``, ``nvidia.com/gpu`` as the devices the
   runner assigned (CDI names for podman, ``--gpus`` for docker);
-- ``imagePullPolicy`` as ``--pull``, with Kubernetes' default (``Always`` for ``:latest`` or no tag).
+- ``imagePullPolicy`` as ``--pull``, with Kubernetes' default (``Always`` for ``:latest`` or no tag);
+- the run's status endpoint: the reporting variables, the replica's CA and token mounted read-only where
+  Kubeflow Trainer v2 mounts them, and the engine's name for the host (``host.containers.internal``,
+  ``host.docker.internal``) pointed at the job network's gateway, where the endpoint listens.
 
 Everything here is pure, so the exact argv for a job is a unit test.
 """
@@ -37,6 +40,7 @@ from kubetrain.engine.types import ReplicaPlan
 from kubetrain.frameworks.addressing import replica_name
 from kubetrain.local.expansion import expand_all
 from kubetrain.local.launch import container_env, main_container, short_name
+from kubetrain.local.status_access import CREDENTIALS_MOUNT, ReporterAccess
 
 LABEL_PREFIX = "kubetrain.io/"
 RUN_ID_LABEL = f"{LABEL_PREFIX}run-id"
@@ -61,6 +65,11 @@ class PullPolicy(StrEnum):
 
 
 _PULL_POLICIES = {"Always": PullPolicy.ALWAYS, "IfNotPresent": PullPolicy.MISSING, "Never": PullPolicy.NEVER}
+
+HOST_NAMES = {Engine.PODMAN: "host.containers.internal", Engine.DOCKER: "host.docker.internal"}
+"""Each engine's name, inside a container, for the host: the name a container reaches the run's status
+endpoint by. Podman sets it by itself and docker only when asked; kubetrain passes it to both as
+``--add-host``, pointed at the job network's gateway (the host's address on that network)."""
 
 
 @dataclass(frozen=True)
@@ -112,6 +121,8 @@ class ContainerRun:
     """The pod's name where the container is not named after it (an init container)."""
     init: tuple[ContainerRun, ...] = ()
     """The pod's init containers, run in order to completion before this one, as the kubelet does."""
+    hosts: tuple[tuple[str, str], ...] = ()
+    """``/etc/hosts`` entries beyond the engine's own: ``(name, address)``."""
 
 
 def network_name(job_name: str) -> str:
@@ -369,6 +380,20 @@ def _secret_files(secret: Mapping[str, Any], data: Mapping[str, bytes], director
     ]
 
 
+def with_reporting(run: ContainerRun, access: ReporterAccess, host: tuple[str, str]) -> ContainerRun:
+    """``run`` reporting to the run's status endpoint, its init containers too (Trainer v2 injects into every
+    container of a pod): the variables after each container's own env, the replica's credentials directory
+    mounted read-only at ``CREDENTIALS_MOUNT``, and ``host`` (the name in the URL, the address the endpoint
+    listens on) in its ``/etc/hosts``."""
+    return replace(
+        run,
+        env={**run.env, **access.container_env()},
+        mounts=(*run.mounts, Mount(str(access.directory), CREDENTIALS_MOUNT, read_only=True)),
+        hosts=(*run.hosts, host),
+        init=tuple(with_reporting(init, access, host) for init in run.init),
+    )
+
+
 def replica_argv(engine: Engine, binary: str, run: ContainerRun) -> list[str]:
     """What starts the replica: its ``run``, or, with init containers, a shell that runs each of them to
     completion in order (a failing one ends it with that exit code, as a pod's init failure) and then
@@ -397,6 +422,8 @@ def run_argv(engine: Engine, binary: str, run: ContainerRun, *, remove: bool = F
     argv += ["--network", run.network]
     for alias in run.aliases:
         argv += ["--network-alias", alias]
+    for name, address in run.hosts:
+        argv += ["--add-host", f"{name}:{address}"]
     for key, value in sorted(run.labels.items()):
         argv += ["--label", f"{key}={value}"]
     argv += ["--pull", str(run.pull)]

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import json
 import math
 import os
 import shutil
@@ -42,6 +43,7 @@ from kubetrain.frameworks.addressing import Addressing, ClusterAddressing
 from kubetrain.frameworks.base import decorate_pod_spec
 from kubetrain.frameworks.ssh_keys import SSH_AUTH_TYPE, new_key_pair
 from kubetrain.local.container_run import (
+    HOST_NAMES,
     JOB_LABEL,
     RUN_ID_LABEL,
     RUNNER_PID_LABEL,
@@ -51,12 +53,14 @@ from kubetrain.local.container_run import (
     container_run,
     network_name,
     replica_argv,
+    with_reporting,
 )
 from kubetrain.local.gpus import assign_gpus
 from kubetrain.local.launch import main_container
 from kubetrain.local.logs import ReplicaLog
 from kubetrain.local.process import InPlaceRestart, LaunchSpec, ReplicaProcess, kill_group
 from kubetrain.local.runtime import Runtime
+from kubetrain.local.status_access import ReporterAccess, StatusAccess
 from kubetrain.local.substrate import (
     ProcessOptions,
     ProcessSubstrate,
@@ -164,6 +168,15 @@ class ContainerEngine:
     def remove_network(self, name: str) -> None:
         self._run("network", "rm", name)
 
+    def network_gateway(self, name: str) -> str | None:
+        """The host's address on network ``name`` (its first subnet's gateway), None when it has none."""
+        result = self._run("network", "inspect", name)
+        try:
+            inspected = json.loads(result.stdout) if result.returncode == 0 else []
+        except ValueError:
+            return None
+        return network_gateway(inspected[0]) if isinstance(inspected, list) and inspected else None
+
     def remove_run(self, label: str, value: str, network: str) -> None:
         """Every container labelled ``label=value``, then the network."""
         self.remove(*self.labelled(label, value))
@@ -199,6 +212,18 @@ class ContainerEngine:
         except TimeoutError:
             process.kill()
             return await process.wait()
+
+
+def network_gateway(inspected: object) -> str | None:
+    """The first gateway of a network's ``network inspect``: podman's ``subnets``, docker's ``IPAM``."""
+    if not isinstance(inspected, dict):
+        return None
+    subnets = inspected.get("subnets") or (inspected.get("IPAM") or {}).get("Config") or []
+    for subnet in subnets if isinstance(subnets, list) else []:
+        gateway = subnet.get("gateway") or subnet.get("Gateway") if isinstance(subnet, dict) else None
+        if isinstance(gateway, str) and gateway:
+            return gateway
+    return None
 
 
 def _last_line(result: subprocess.CompletedProcess[str]) -> str:
@@ -348,6 +373,7 @@ class ContainerSubstrate:
         self.missing_images: dict[str, MissingImage] = {}
         self.main_containers: dict[ReplicaKey, dict[str, Any]] = {}
         """Each replica's main container in its pod template (its name and memory limit, for diagnosis)."""
+        self._gateway = ""
 
     def addressing(self, job: TrainingJob, keys: Iterable[ReplicaKey]) -> Addressing:
         # Each container has its own network namespace and the cluster's DNS names: ports as declared.
@@ -390,6 +416,13 @@ class ContainerSubstrate:
         if self.use_reaper:
             self._start_reaper()
         self.engine.create_network(self.network, self.labels())
+        gateway = self.engine.network_gateway(self.network)
+        if gateway is None:
+            raise ContainerEngineError(
+                f"{self.engine.kind} network {self.network} has no gateway: the run's status endpoint would "
+                "have no address its containers reach"
+            )
+        self._gateway = gateway
         containers = [c for run in self.runs.values() for c in (*run.init, run)]
         for directory in {d for c in containers for d in c.emptydirs}:
             shutil.rmtree(directory, ignore_errors=True)
@@ -420,8 +453,15 @@ class ContainerSubstrate:
             start_new_session=True,
         )
 
-    def replica(self, key: ReplicaKey, log: ReplicaLog, on_change: Callable[[], None]) -> Replica:
-        run = self.runs[key]
+    def status_access(self) -> StatusAccess:
+        # The host's address on the job network: what the engine's host name is pointed at.
+        host = HOST_NAMES[self.engine.kind]
+        return StatusAccess(bind_host=self._gateway, url_host=host, names=(host, self._gateway))
+
+    def replica(
+        self, key: ReplicaKey, log: ReplicaLog, on_change: Callable[[], None], reporting: ReporterAccess
+    ) -> Replica:
+        run = with_reporting(self.runs[key], reporting, (HOST_NAMES[self.engine.kind], self._gateway))
         main = self.main_containers.get(key, {})
         spec = LaunchSpec(
             replica_type=key[0],

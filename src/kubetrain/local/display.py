@@ -39,6 +39,8 @@ class Snapshot:
     conditions: tuple[ConditionView, ...]
     replicas: tuple[ReplicaRecord, ...]
     started_at: float
+    progress: str = ""
+    """The training's last report (``report_text``), empty until it reports."""
 
     @property
     def headline(self) -> str:
@@ -65,9 +67,22 @@ class _Prefixes:
         self.colour = {name: COLOURS[i % len(COLOURS)] for i, name in enumerate(names)}
 
 
+def report_text(
+    progress: int | None, remaining_seconds: int | None, metrics: tuple[tuple[str, str], ...]
+) -> str:
+    """``40%, 75s left, loss=0.23``: a progress report in a line (empty for a report without values)."""
+    parts = [] if progress is None else [f"{progress}%"]
+    if remaining_seconds is not None:
+        parts.append(f"{remaining_seconds}s left")
+    return ", ".join([*parts, *(f"{name}={value}" for name, value in metrics)])
+
+
 def status_table(snapshot: Snapshot) -> Table:
     elapsed = time.time() - snapshot.started_at
-    table = Table(title=f"{snapshot.kind} {snapshot.job}: {snapshot.headline} ({elapsed:.0f}s)", expand=False)
+    reported = f" — {snapshot.progress}" if snapshot.progress else ""
+    table = Table(
+        title=f"{snapshot.kind} {snapshot.job}: {snapshot.headline} ({elapsed:.0f}s){reported}", expand=False
+    )
     for column in ("replica", "pid", "phase", "restarts", "exit codes"):
         table.add_column(column)
     for replica in snapshot.replicas:
@@ -85,6 +100,8 @@ def summary_lines(snapshot: Snapshot) -> list[str]:
     condition = snapshot.last_condition
     if condition is not None:
         lines.append(f"  {condition.type} ({condition.reason}): {condition.message}")
+    if snapshot.progress:
+        lines.append(f"  last progress report: {snapshot.progress}")
     for replica in snapshot.replicas:
         codes = ", ".join(str(c) for c in replica.exit_codes) or "-"
         lines.append(

@@ -2,11 +2,13 @@
 
 ``kubetrain plan --target local`` prints one entry per process: its command after ``$(VAR)``
 expansion, its working directory, the container env it receives (injected env included, on
-loopback) and its restart policy. The process also inherits kubetrain's own environment, which is
-not shown. Ports are the free ones found now; a real run finds its own.
+loopback, with the run's status endpoint's variables last) and its restart policy. The process also
+inherits kubetrain's own environment, which is not shown. Ports are the free ones found now; a real
+run finds its own, and its status endpoint's (``<port>``) when it starts.
 
 With ``--runtime podman`` or ``docker`` it prints one entry per container instead: its image,
-network, DNS aliases and the exact ``run`` command line (a real run fills in its run id and pid).
+network, DNS aliases and the exact ``run`` command line (a real run fills in its run id and pid, and
+the job network's gateway where the endpoint listens).
 """
 
 from __future__ import annotations
@@ -22,30 +24,46 @@ from kubetrain.engine.types import Traits
 from kubetrain.frameworks.addressing import ClusterAddressing, LocalAddressing
 from kubetrain.frameworks.registry import framework_for
 from kubetrain.local.container_run import (
+    HOST_NAMES,
     JOB_LABEL,
     RUN_ID_LABEL,
     RUNNER_PID_LABEL,
     ContainerPlan,
     Engine,
     replica_argv,
+    with_reporting,
 )
 from kubetrain.local.containers import plan_containers
-from kubetrain.local.launch import container_env, launch_spec, main_container
+from kubetrain.local.launch import container_env, launch_spec, main_container, short_name
 from kubetrain.local.ports import ReplicaKey, allocate_addressing
 from kubetrain.local.runtime import Runtime
 from kubetrain.local.state import RunDirectory, default_state_dir
+from kubetrain.local.status_access import (
+    LOOPBACK,
+    PORT_PLACEHOLDER,
+    ReporterAccess,
+    status_target,
+    status_url,
+)
 from kubetrain.local.substrate import RunContext
 
 TRAITS = Traits(colocated=True)
 CONTAINER_TRAITS = Traits(colocated=False)
+GATEWAY_PLACEHOLDER = "<gateway>"
+"""What ``kubetrain plan`` shows for the job network's gateway (known once the run creates the network)."""
 
 
 def local_plan(
-    job: TrainingJob, working_dir: Path, ports: Mapping[ReplicaKey, int] | None = None
+    job: TrainingJob,
+    working_dir: Path,
+    ports: Mapping[ReplicaKey, int] | None = None,
+    state_dir: Path | None = None,
 ) -> list[dict[str, Any]]:
     """One description per local process, in start order; raises ``InvalidJobError`` if it can't run."""
     job = admit(job)
     framework = framework_for(job)
+    progress_dir = RunDirectory(state_dir or default_state_dir(), job.name).progress_dir
+    url = status_url(LOOPBACK, PORT_PLACEHOLDER, status_target(job))
     keys = desired_replicas(job, TRAITS, framework)
     addressing = LocalAddressing(dict(ports)) if ports is not None else allocate_addressing(keys)
     processes: list[dict[str, Any]] = []
@@ -60,7 +78,10 @@ def local_plan(
                 "name": plan.name,
                 "command": list(spec.argv),
                 "workingDir": str(working_dir),
-                "env": container_env(plan, job, container, path),
+                "env": {
+                    **container_env(plan, job, container, path),
+                    **ReporterAccess(url, progress_dir / spec.prefix).host_env(),
+                },
                 "restartPolicy": str(plan.restart_policy),
             }
         )
@@ -82,7 +103,17 @@ def container_plan(job: TrainingJob, engine: Engine, state_dir: Path | None = No
     directory = RunDirectory(state_dir or default_state_dir(), job.name)
     labels = {RUN_ID_LABEL: "<run-id>", JOB_LABEL: job.name, RUNNER_PID_LABEL: "<pid>"}
     runs = plan_containers(RunContext(job, framework, plans, files, directory), labels=labels, gpus={})
-    return [ContainerPlan(run, replica_argv(engine, engine.value, run)).to_dict() for run in runs.values()]
+    host = HOST_NAMES[engine]
+    url = status_url(host, PORT_PLACEHOLDER, status_target(job))
+    reporting = {
+        key: with_reporting(
+            run, ReporterAccess(url, directory.progress_dir / short_name(*key)), (host, GATEWAY_PLACEHOLDER)
+        )
+        for key, run in runs.items()
+    }
+    return [
+        ContainerPlan(run, replica_argv(engine, engine.value, run)).to_dict() for run in reporting.values()
+    ]
 
 
 def plan_for(job: TrainingJob, runtime: Runtime, working_dir: Path) -> list[dict[str, Any]]:

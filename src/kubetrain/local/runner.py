@@ -6,6 +6,10 @@ backoffLimit, activeDeadlineSeconds, cleanPodPolicy, success and failure), and t
 creates and deletes processes. It reconciles whenever a process changes and no later than the
 engine's ``requeue_after``. When the job has finished, or on Ctrl-C / SIGTERM, every replica still
 running is stopped (SIGTERM, grace period, SIGKILL): a local run never leaves processes behind.
+
+The run serves its own status endpoint (``status_endpoint.py``) for as long as it runs: a report its
+replicas send becomes the job's ``status.trainerStatus`` and a point of its history, and wakes the loop,
+so the engine's progress deadline sees it at once.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any
 
 from kubetrain.api.common import ConditionType
 from kubetrain.api.jobs import TrainingJob
+from kubetrain.api.progress import ProgressHistory, StatusTarget, TrainerStatus
 from kubetrain.engine.diagnosis import Finding
 from kubetrain.engine.planning import desired_replicas, plan_replica
 from kubetrain.engine.reconciler import reconcile
@@ -40,11 +45,12 @@ from kubetrain.frameworks.addressing import Addressing
 from kubetrain.frameworks.base import Framework
 from kubetrain.frameworks.registry import framework_for
 from kubetrain.local import orphans
-from kubetrain.local.display import ConditionView, Display, Snapshot, make_display
+from kubetrain.local.display import ConditionView, Display, Snapshot, make_display, report_text
 from kubetrain.local.gpus import detect_gpus
 from kubetrain.local.launch import short_name
 from kubetrain.local.logs import ReplicaLog
 from kubetrain.local.state import ReplicaRecord, RunDirectory, RunRecord
+from kubetrain.local.status_endpoint import RunStatusEndpoint
 from kubetrain.local.substrate import (
     ProcessOptions,
     ProcessSubstrate,
@@ -52,6 +58,7 @@ from kubetrain.local.substrate import (
     RunContext,
     Substrate,
 )
+from kubetrain.progress.server import Reporter
 
 POLL_INTERVAL = 1.0
 """Reconcile at least this often even when nothing is reported (a safety net, not the mechanism)."""
@@ -141,6 +148,8 @@ class LocalRun:
         """The signal that interrupted the run (SIGINT for Ctrl-C, SIGTERM)."""
         self._said_suspended = False
         self._started_at = time.time()
+        self.history = ProgressHistory()
+        self.endpoint = RunStatusEndpoint(job, names, self.directory.progress_dir, self)
 
     # --- preparation: everything that can be wrong is found before anything starts -------------
 
@@ -167,11 +176,14 @@ class LocalRun:
         outcome = Outcome.INTERRUPTED
         try:
             await self.substrate.open()
+            await self.endpoint.start(self.substrate.status_access())
             outcome = await self._reconcile_until_done()
             if outcome is not Outcome.INTERRUPTED:
                 await self._drain()
         finally:
             await self._stop_all()
+            # After the replicas: what they report as they exit still counts.
+            await self.endpoint.stop()
             await self.substrate.close(interrupted=outcome is Outcome.INTERRUPTED)
             if self.options.adopt_orphans:
                 orphans.kill_adopted()
@@ -226,7 +238,7 @@ class LocalRun:
             return
         prefix = short_name(*key)
         log = ReplicaLog(prefix, self.directory.log_path(prefix), self.display.line)
-        process = self.substrate.replica(key, log, self._changed.set)
+        process = self.substrate.replica(key, log, self._changed.set, self.endpoint.access(prefix))
         await process.start()
         self.processes[key] = process
 
@@ -265,6 +277,12 @@ class LocalRun:
                 if key not in said:
                     self._event(EmitEvent(EventType.WARNING, finding.reason, finding.message))
         self.findings = findings
+
+    def accept(self, target: StatusTarget, status: TrainerStatus, reporter: Reporter) -> None:
+        """An accepted report (the ``ReportSink``): the job's latest, and a point of its history."""
+        self.job = self.job.with_status(self.job.status.model_copy(update={"trainer_status": status}))
+        self.history.add(status)
+        self._changed.set()
 
     def _interrupt(self, signum: signal.Signals) -> None:
         self._interrupts += 1
@@ -341,6 +359,7 @@ class LocalRun:
                     {"reason": f.reason, "message": f.message, "replicas": list(f.replicas)}
                     for f in self.findings
                 ],
+                progress_history=self.history.to_json(),
             )
         )
 
@@ -354,4 +373,12 @@ class LocalRun:
             ),
             replicas=tuple(self._replica_records()),
             started_at=self._started_at,
+            progress=self._report_text(),
         )
+
+    def _report_text(self) -> str:
+        report = self.job.status.trainer_status
+        if report is None:
+            return ""
+        metrics = tuple((m.name, m.value) for m in report.metrics or ())
+        return report_text(report.progress_percentage, report.estimated_remaining_seconds, metrics)

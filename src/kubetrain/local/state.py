@@ -6,6 +6,7 @@ Layout, under the state directory (default ``~/.local/state/kubetrain/runs``, or
     <job>/status.json          the job (wire form, with status) and every replica's process
     <job>/logs/<type>-<i>.log  each replica's output, whole lines, every attempt appended
     <job>/config/              files the framework asks for beside the replicas (MPI hostfile)
+    <job>/progress/<type>-<i>/ each replica's credentials for the run's status endpoint (CA, token)
 
 ``status.json`` is replaced atomically on every change, so readers never see half a file. It
 records the runner's pid and start time: a record whose runner is gone but whose job never
@@ -69,6 +70,9 @@ class RunRecord:
     findings: list[dict[str, Any]] = field(default_factory=list)
     """The run's diagnosis as of its last reconcile (``engine.diagnosis.Finding``: reason, message,
     replicas): what ``describe --local`` and ``get_job_diagnosis`` show."""
+    progress_history: dict[str, Any] = field(default_factory=dict)
+    """The job's progress reports over the run, thinned (``api.progress.ProgressHistory.to_json``; kept as
+    plain data here so that listing runs needs no model). The latest report is in the job's status."""
 
     @property
     def name(self) -> str:
@@ -136,6 +140,7 @@ class RunRecord:
             events=list(data.get("events", [])),
             runtime=str(data.get("runtime", "process")),
             findings=list(data.get("findings", [])),
+            progress_history=_mapping(data.get("progress_history")),
         )
 
 
@@ -147,13 +152,14 @@ class RunDirectory:
         self.status_path = self.root / STATUS_FILE
         self.logs_dir = self.root / "logs"
         self.config_dir = self.root / "config"
+        self.progress_dir = self.root / "progress"
 
     def log_path(self, replica: str) -> Path:
         return self.logs_dir / f"{replica}.log"
 
     def reset(self) -> None:
         """Forget a previous run of the same job name (its logs would otherwise be appended to)."""
-        for directory in (self.logs_dir, self.config_dir):
+        for directory in (self.logs_dir, self.config_dir, self.progress_dir):
             shutil.rmtree(directory, ignore_errors=True)
         self.status_path.unlink(missing_ok=True)
         self.logs_dir.mkdir(parents=True, exist_ok=True)
@@ -175,6 +181,10 @@ class RunDirectory:
             return RunRecord.from_json(json.loads(self.status_path.read_text(encoding="utf-8")))
         except FileNotFoundError:
             return None
+
+
+def _mapping(value: object) -> dict[str, Any]:
+    return dict(value) if isinstance(value, Mapping) else {}
 
 
 def _wire_time(seconds: float) -> str:

@@ -2,9 +2,9 @@
 
 ``LocalRun`` (``runner.py``) owns the job logic — observe, ``engine.reconcile``, carry out the
 decision, record the state — and asks a ``Substrate`` only for the things that differ between a
-process and a container: how replicas address each other, how one replica is started, stopped and
-deleted, and what to set up before the first replica and tear down after the last. The process
-substrate lives here; the container one in ``containers.py``.
+process and a container: how replicas address each other and the run's status endpoint, how one
+replica is started, stopped and deleted, and what to set up before the first replica and tear down
+after the last. The process substrate lives here; the container one in ``containers.py``.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from kubetrain.local.logs import ReplicaLog
 from kubetrain.local.ports import allocate_addressing
 from kubetrain.local.process import LaunchSpec, ProcessState, ReplicaProcess
 from kubetrain.local.state import RunDirectory
+from kubetrain.local.status_access import PROCESS_ACCESS, ReporterAccess, StatusAccess
 
 ReplicaKey = tuple[str, int]
 
@@ -81,7 +82,15 @@ class Substrate(Protocol):
         """Set up what replicas share (a network); called after the state directory is reset."""
         ...
 
-    def replica(self, key: ReplicaKey, log: ReplicaLog, on_change: Callable[[], None]) -> Replica: ...
+    def status_access(self) -> StatusAccess:
+        """Where the run's status endpoint listens and the name replicas reach it by (after ``open``)."""
+        ...
+
+    def replica(
+        self, key: ReplicaKey, log: ReplicaLog, on_change: Callable[[], None], reporting: ReporterAccess
+    ) -> Replica:
+        """The replica ``key``, reporting its progress with ``reporting`` (the variables, the files)."""
+        ...
 
     async def close(self, *, interrupted: bool) -> None:
         """After every replica has stopped: remove what the run set up (and, if interrupted, kept)."""
@@ -136,8 +145,15 @@ class ProcessSubstrate:
     async def open(self) -> None:
         return None
 
-    def replica(self, key: ReplicaKey, log: ReplicaLog, on_change: Callable[[], None]) -> Replica:
-        return ReplicaProcess(self.specs[key], log, on_change)
+    def status_access(self) -> StatusAccess:
+        return PROCESS_ACCESS
+
+    def replica(
+        self, key: ReplicaKey, log: ReplicaLog, on_change: Callable[[], None], reporting: ReporterAccess
+    ) -> Replica:
+        # After the container's env, as the operator appends what it injects.
+        spec = self.specs[key]
+        return ReplicaProcess(replace(spec, env={**spec.env, **reporting.host_env()}), log, on_change)
 
     async def close(self, *, interrupted: bool) -> None:
         return None

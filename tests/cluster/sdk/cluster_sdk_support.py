@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
+
+from operator_process import running_operator
+
+__all__ = ["CRDS", "KUBETRAIN", "eventually", "pytorch_job", "running_operator"]
 
 T = TypeVar("T")
 CRDS = Path(__file__).resolve().parents[3] / "manifests" / "crds"
@@ -26,26 +26,6 @@ def eventually(probe: Callable[[], T | None], timeout: float = 30.0) -> T:
         if time.monotonic() > deadline:
             raise AssertionError(f"not within {timeout:g}s")
         time.sleep(0.1)
-
-
-@contextmanager
-def running_operator(kubeconfig: Path, namespace: str, log_path: Path) -> Iterator[None]:
-    """``kubetrain operator`` watching only ``namespace`` (other tests share the cluster); its log is printed
-    afterwards, so a failing test shows what the operator did."""
-    command = [str(KUBETRAIN), "operator", "--kubeconfig", str(kubeconfig), "--namespace", namespace]
-    command += ["--metrics-bind-address", "0", "--health-probe-bind-address", "0"]
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
-    try:
-        yield
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
-        print(f"--- operator log\n{log_path.read_text(errors='replace')[-4000:]}")
 
 
 def pytorch_job(name: str, workers: int = 1) -> dict[str, Any]:

@@ -108,3 +108,19 @@ def test_an_interrupted_run_that_had_finished_keeps_its_result() -> None:
 
 def test_a_runs_restarts_add_every_replicas() -> None:
     assert live().restarts == 2
+
+
+def test_the_progress_history_is_kept_in_the_record_and_a_record_without_one_reads_as_empty(
+    tmp_path: Path,
+) -> None:
+    directory = RunDirectory(tmp_path, "ddp")
+    history = {"interval": 0.0, "points": [{"t": 1.5, "m": {"loss": 0.5}, "p": 10}]}
+    written = record(os.getpid(), psutil.Process().create_time())
+    written.progress_history = history
+    directory.write(written)
+    assert directory.read() == written
+    data = written.to_json()
+    del data["progress_history"]
+    assert RunRecord.from_json(data).progress_history == {}
+    data["progress_history"] = ["not", "a", "history"]
+    assert RunRecord.from_json(data).progress_history == {}

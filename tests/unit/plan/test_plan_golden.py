@@ -51,7 +51,9 @@ def test_local_plan_matches_golden(manifest: Path) -> None:
         (t, i) for job in jobs for t, spec in job.replica_specs.items() for i in range(spec.replicas or 1)
     ]
     ports = {key: 40000 + n for n, key in enumerate(keys)}
-    output = to_yaml([p for job in jobs for p in local_plan(job, Path("/work/run"), ports)])
+    output = to_yaml(
+        [p for job in jobs for p in local_plan(job, Path("/work/run"), ports, Path("/work/state"))]
+    )
     _check(HERE / "golden" / "local" / manifest.name, output)
 
 

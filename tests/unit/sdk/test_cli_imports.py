@@ -58,3 +58,10 @@ def test_get_local_lists_runs_without_the_job_models(tmp_path: Path) -> None:
     loaded = modules_after(["get", "--local"], tmp_path)
     assert "kubetrain.api.summary" in loaded
     assert loaded.isdisjoint(["pydantic", "kubetrain.api.jobs", "kubetrain.sdk.client"])
+
+
+def test_plan_shows_the_status_endpoints_variables_without_importing_what_serves_them(tmp_path: Path) -> None:
+    manifest = str(Path(__file__).resolve().parents[3] / "examples" / "pytorch-ddp" / "job.yaml")
+    loaded = modules_after(["plan", manifest, "-t", "local"], tmp_path)
+    assert "kubetrain.local.status_access" in loaded
+    assert loaded.isdisjoint(["kubetrain.local.status_endpoint", "aiohttp", "cryptography"])

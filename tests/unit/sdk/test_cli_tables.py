@@ -14,8 +14,8 @@ from builders import job
 from kubetrain.api.common import JobCondition, JobStatus, ReplicaStatus
 from kubetrain.api.jobs import TrainingJob
 from kubetrain.api.summary import JobSummary
-from kubetrain.cli import tables
 from kubetrain.engine.diagnosis import Finding
+from kubetrain.sdk import tables
 from kubetrain.sdk.backends.base import JobEvent
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kubetrain.api.jobs import TrainingJob
@@ -35,6 +36,49 @@ class JobEvent:
 class LogLine:
     pod: str
     line: str
+
+
+class WatchEventType(StrEnum):
+    ADDED = "ADDED"
+    MODIFIED = "MODIFIED"
+    DELETED = "DELETED"
+    SYNCED = "SYNCED"
+    """Every job that exists has been yielded: after the initial list, and again after each re-list."""
+    UNAVAILABLE = "UNAVAILABLE"
+    """The backend cannot be reached; the watch retries on its own (``message`` says why)."""
+
+
+@dataclass(frozen=True)
+class JobWatchEvent:
+    type: WatchEventType
+    job: Mapping[str, Any] | None = None
+    """The job's wire form (``status`` included); for DELETED, as last seen. None for SYNCED, UNAVAILABLE."""
+    restarts: int | None = None
+    """Container restarts of the job's live pods, as ``restarts()`` answers; None when the backend cannot
+    tell (pods it may not watch)."""
+    message: str = ""
+
+
+class JobWatch(Protocol):
+    """What a watch promises, on both backends (the Jobs view is written against exactly this):
+
+    - It first yields ADDED for every job that exists (in no particular order), then SYNCED.
+    - Then ADDED, MODIFIED or DELETED whenever a job is created, changes (its status included) or goes, in
+      the order they happened for each job; a change of its pods' restart count is a MODIFIED of the job.
+      DELETED carries the job as last seen.
+    - A lost connection or an expired resourceVersion (410 Gone) is healed inside: the watch yields
+      UNAVAILABLE once while it cannot reach the backend, retries with backoff (up to 30 s apart), re-lists,
+      yields what changed meanwhile (ADDED, MODIFIED, DELETED of the jobs that went) and SYNCED again. So
+      applying the events in order to a map keyed by the job's kind, namespace and name gives exactly the
+      backend's jobs at every SYNCED, however long the outage; a MODIFIED may repeat a job unchanged.
+    - What retrying cannot fix (403 Forbidden) is raised from the iteration, as every method raises it.
+    - ``close()``, from any thread, ends the iteration: the consumer's loop stops at once; the backend's own
+      connection ends within a minute. A watch is never restarted: make another.
+    """
+
+    def __iter__(self) -> Iterator[JobWatchEvent]: ...
+
+    def close(self) -> None: ...
 
 
 class Backend(Protocol):
@@ -68,6 +112,11 @@ class Backend(Protocol):
         """``propagation``: Background (default), Foreground or Orphan, as the API's propagationPolicy."""
         ...
 
+    def watch(self, kind: JobKind | None, namespace: str | None) -> JobWatch:
+        """The jobs of ``kind`` (None: every kind served) in ``namespace`` (None: every namespace), then
+        their changes, as ``JobWatch`` promises."""
+        ...
+
     def pods(self, namespace: str, job_name: str, labels: Mapping[str, str]) -> list[Pod]:
         """The job's pods carrying ``labels`` (locally: one synthesized Pod per replica process)."""
         ...
@@ -86,8 +135,13 @@ class Backend(Protocol):
         follow: bool,
         tail_lines: int | None,
     ) -> Iterator[LogLine]:
-        """Lines of the pods' ``container``; following streams every pod, waiting for pending ones to start,
-        until each has finished."""
+        """Lines of the pods' ``container``, each pod's in order (``tail_lines``: each pod's last N first).
+
+        Following streams every pod at once, waiting for pending ones to start, and ends when every pod's
+        stream has ended: on a cluster when its container exits (the kubelet ends the stream; a container
+        restarted in place is a new stream, which a caller follows again) or the pod is deleted; locally when
+        the run ends (a replica's restarts append to one log). A job deleted while it is followed ends the
+        iteration quietly. Without following, a pod that does not exist raises ``JobNotFoundError``."""
         ...
 
     def events(self, namespace: str, kind: str, job_name: str, pod_names: list[str]) -> list[JobEvent]:

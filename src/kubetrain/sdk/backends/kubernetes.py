@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import httpx2
 from lightkube import ALL_NS, ApiError, Client, ConfigError, KubeConfig, SingleConfig, operators
@@ -38,6 +38,9 @@ from kubetrain.sdk.errors import (
 from kubetrain.sdk.kinds import KINDS, JobKind, kind_of
 from kubetrain.sdk.selectors import Operator, parse_selector
 
+if TYPE_CHECKING:
+    from kubetrain.sdk.backends.base import JobWatch
+
 T = TypeVar("T")
 
 REQUEST_TIMEOUT = 30.0
@@ -48,6 +51,28 @@ PREVIOUS_LOG_LINES = 20
 PREVIOUS_LOG_CHARACTERS = 2048
 KUBELET_PORT = ":10250"
 """Log requests the API server could not forward to a kubelet name this port in their error."""
+
+
+_DECODING_READY: set[type[Any]] = set()
+_DECODING_LOCK = threading.Lock()
+
+
+def _decoding_ready(*models: type[Any]) -> None:
+    """Decode each typed model once, under a lock, before any thread decodes it for real.
+
+    lightkube decodes with msgspec, which builds a type's decoder (walking its annotations) on first use; two
+    threads doing that for the same type at once crashed the interpreter (SIGSEGV in msgspec 0.22's
+    ``get_class_annotations``: the Jobs view reading a job's pods and events at the same time). Once built, a
+    type's decoder is shared safely."""
+    from lightkube.core import decoders
+
+    for model in models:
+        if model in _DECODING_READY:
+            continue
+        with _DECODING_LOCK:
+            if model not in _DECODING_READY:
+                decoders.decode_list(b'{"metadata": {}, "items": []}', model)
+                _DECODING_READY.add(model)
 
 
 def resource(kind: JobKind) -> type[GenericNamespacedResource]:
@@ -268,9 +293,86 @@ class KubernetesBackend:
             missing=f"{kind} {namespace}/{name} not found",
         )
 
+    # --- watch -------------------------------------------------------------------------------
+
+    def watch(self, kind: JobKind | None, namespace: str | None) -> JobWatch:
+        from kubetrain.sdk.backends.kubernetes_watch import ClusterJobWatch
+
+        return ClusterJobWatch(self, [kind] if kind is not None else list(KINDS), namespace)
+
+    @property
+    def _http(self) -> httpx2.Client:
+        """lightkube's own HTTP client, with its base URL, TLS and credentials: the watch reads the API's JSON
+        as it is (wire forms for the Jobs view, and a stream it can close from another thread)."""
+        http: httpx2.Client = self.client._client._client
+        return http
+
+    def raw_get(self, what: str, path: str, params: Mapping[str, str]) -> dict[str, Any]:
+        """``GET path`` as JSON; failures as ``_call`` reports them."""
+
+        def get() -> httpx2.Response:
+            response = self._http.get(path, params=dict(params))
+            response.raise_for_status()
+            return response
+
+        data = self._call(what, get).json()
+        return data if isinstance(data, dict) else {}
+
+    def raw_stream(self, path: str, params: Mapping[str, str], read_timeout: float) -> httpx2.Response:
+        """``GET path`` with the body left to stream (a watch); the caller closes it."""
+        timeout = httpx2.Timeout(REQUEST_TIMEOUT, read=read_timeout)
+        try:
+            return self._http.send(
+                self._http.build_request("GET", path, params=dict(params), timeout=timeout), stream=True
+            )
+        except httpx2.TransportError as error:
+            raise BackendUnavailableError(
+                f"cannot reach the API server at {self.server}: {error or type(error).__name__}"
+            ) from None
+
+    def raise_status(self, what: str, response: httpx2.Response) -> NoReturn:
+        raise _status_error(what, response.status_code, _message(response))
+
+    def review_access(
+        self,
+        user: str,
+        groups: tuple[str, ...],
+        *,
+        verb: str,
+        resource: str,
+        namespace: str,
+        group: str = "",
+        name: str = "",
+        subresource: str = "",
+    ) -> bool:
+        """Whether the API server would let ``user`` do this (a SubjectAccessReview): how a service acting
+        for its users with its own credentials asks before it acts."""
+        from lightkube.models.authorization_v1 import ResourceAttributes, SubjectAccessReviewSpec
+        from lightkube.resources.authorization_v1 import SubjectAccessReview
+
+        attributes = ResourceAttributes(
+            verb=verb,
+            group=group,
+            resource=resource,
+            namespace=namespace or None,
+            name=name or None,
+            subresource=subresource or None,
+        )
+        review = SubjectAccessReview(
+            spec=SubjectAccessReviewSpec(
+                user=user, groups=list(groups) or None, resourceAttributes=attributes
+            )
+        )
+        _decoding_ready(SubjectAccessReview)
+        answer = self._call(
+            f"Failed to review {verb} {resource} for {user}", lambda: self.client.create(review)
+        )
+        return bool(answer.status is not None and answer.status.allowed)
+
     # --- pods, logs, events --------------------------------------------------------------------
 
     def pods(self, namespace: str, job_name: str, labels: Mapping[str, str]) -> list[Pod]:
+        _decoding_ready(Pod)
         found = self._call(
             f"Failed to list pods of {namespace}/{job_name}",
             lambda: list(self.client.list(Pod, namespace=namespace, labels=dict(labels))),
@@ -301,6 +403,7 @@ class KubernetesBackend:
         yield from self._follow(namespace, pods, container, tail_lines)
 
     def _phase(self, namespace: str, pod: str) -> str:
+        _decoding_ready(Pod)
         found = self._call(
             f"Failed to get pod {namespace}/{pod}", lambda: self.client.get(Pod, pod, namespace=namespace)
         )
@@ -373,6 +476,7 @@ class KubernetesBackend:
 
     def events(self, namespace: str, kind: str, job_name: str, pod_names: list[str]) -> list[JobEvent]:
         wanted = {(kind, job_name)} | {("Pod", p) for p in pod_names}
+        _decoding_ready(Event)
         found = self._call(
             f"Failed to list events in {namespace}",
             lambda: list(self.client.list(Event, namespace=namespace)),

@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     # lightkube's import pulls in its HTTP client: only for the annotations, not for every CLI command.
     from lightkube.resources.core_v1 import Pod
 
+    from kubetrain.sdk.backends.base import JobWatch
+
 MANIFEST_FILE = "job.yaml"
 RUNNER_LOG_FILE = "runner.log"
 RUNNER_START_TIMEOUT = 30.0
@@ -143,6 +145,12 @@ class LocalBackend:
 
             remove_job_containers(record.runtime, name)
         shutil.rmtree(directory.root, ignore_errors=True)
+
+    def watch(self, kind: JobKind | None, namespace: str | None) -> JobWatch:
+        """Every local run (namespaces do not separate them), from the state directory."""
+        from kubetrain.sdk.backends.local_watch import LocalJobWatch
+
+        return LocalJobWatch(self.state_dir, kind)
 
     # --- pods, logs, events --------------------------------------------------------------------
 
@@ -290,7 +298,10 @@ class LocalBackend:
         return parse_job(record.job_wire())
 
     def progress_history(self, kind: JobKind, namespace: str, name: str) -> ProgressHistory:
-        raise NotImplementedError("progress history: being built on its branch")
+        """The history the run keeps in its record (bounded: ``ProgressHistory``'s points)."""
+        self.get(kind, namespace, name)
+        record = RunDirectory(self.state_dir, name).read()
+        return ProgressHistory.from_json(record.progress_history if record is not None else None)
 
     def diagnose(self, kind: JobKind, namespace: str, name: str) -> list[Finding]:
         """What the runner diagnosed at its last reconcile (it keeps its findings in status.json): current
@@ -332,7 +343,7 @@ _POD_PHASES = {"Pending", "Running", "Succeeded", "Failed"}
 
 def _pod(job: TrainingJob, replica: ReplicaRecord) -> Pod:
     """What a pod of this replica would say: its name, labels, phase and restarts."""
-    from lightkube.models.core_v1 import ContainerStatus, PodStatus
+    from lightkube.models.core_v1 import ContainerState, ContainerStateTerminated, ContainerStatus, PodStatus
     from lightkube.models.meta_v1 import ObjectMeta
     from lightkube.resources.core_v1 import Pod
 
@@ -354,6 +365,9 @@ def _pod(job: TrainingJob, replica: ReplicaRecord) -> Pod:
                     imageID="",
                     ready=replica.phase == "Running",
                     restartCount=replica.restarts,
+                    state=ContainerState(terminated=ContainerStateTerminated(exitCode=replica.exit_code))
+                    if replica.exit_code is not None and replica.phase in ("Succeeded", "Failed")
+                    else None,
                 )
             ],
         ),

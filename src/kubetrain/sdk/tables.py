@@ -1,4 +1,6 @@
-"""What ``get`` and ``describe`` print: pure functions from jobs, pods, events and findings to rows and text.
+"""What ``get``, ``describe`` and the Jobs view show of a job: pure functions from jobs, pods, events and
+findings to rows and text. Here, below both front ends, so the CLI and the dashboard print the same cells from
+one code.
 
 Columns follow the CRDs' printer columns (NAME, STATE, PROGRESS, AGE) with ETA (the training's own estimate
 of the time left, counted down since it reported), REPLICAS (``Worker 2/3``: active of desired, per replica

@@ -1,0 +1,174 @@
+"""The Jobs view of a cluster (envtest, the operator running, the pod driver as the kubelet), in Chromium: a
+job appears and changes state live, its page shows its replicas with their nodes, conditions, events and
+progress curves, and it is suspended, resumed, deleted and created from the page."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import yaml
+from playwright.sync_api import Page, expect
+
+from browser_support import Viewer
+from dashboard_process import CRDS, RunningDashboard, pytorch_job, running_dashboard
+from kubetrain.envtest.crds import install_crds
+from kubetrain.envtest.kubeapi import KubeApi
+from kubetrain.envtest.poddriver import PodDriver
+from kubetrain.envtest.pytest_plugin import EnvtestCluster
+from operator_process import running_operator
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def job_crds(kube_api: KubeApi) -> list[str]:
+    return install_crds(kube_api, CRDS)
+
+
+@pytest.fixture
+def dashboard(
+    envtest: EnvtestCluster, job_crds: list[str], namespace: str, tmp_path: Path
+) -> Iterator[RunningDashboard]:
+    arguments = ["--no-local", "--namespace", namespace, "--kubeconfig", str(envtest.kubeconfig)]
+    with (
+        running_operator(envtest.kubeconfig, namespace, tmp_path / "operator.log"),
+        running_dashboard(*arguments, log=tmp_path / "dashboard.log") as running,
+    ):
+        yield running
+        assert running.stop() == 0
+
+
+@pytest.fixture
+def viewer(viewer_for: Callable[[str], Viewer], dashboard: RunningDashboard) -> Viewer:
+    return viewer_for(dashboard.url)
+
+
+def jobs(namespace: str) -> str:
+    return f"/apis/kubeflow.org/v1/namespaces/{namespace}/pytorchjobs"
+
+
+def job_id(namespace: str, name: str) -> str:
+    return f"cluster/{namespace}/pytorchjobs.v1/{name}"
+
+
+def row(page: Page, namespace: str, name: str) -> object:
+    return page.locator(f'tr[data-id="{job_id(namespace, name)}"]')
+
+
+def pods_of(kube_api: KubeApi, namespace: str, name: str, count: int) -> list[str]:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        found = kube_api.get(
+            f"/api/v1/namespaces/{namespace}/pods",
+            {"labelSelector": f"training.kubeflow.org/job-name={name}"},
+        )["items"]
+        if len(found) == count:
+            return sorted(p["metadata"]["name"] for p in found)
+        time.sleep(0.1)
+    raise AssertionError(f"{name} has no {count} pods")
+
+
+def report(kube_api: KubeApi, namespace: str, name: str, progress: int, loss: float) -> None:
+    """What the status endpoint writes for a training that reports (through the status subresource)."""
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    trainer = {
+        "progressPercentage": progress,
+        "estimatedRemainingSeconds": (100 - progress) * 6,
+        "metrics": [
+            {"name": "loss", "value": str(loss)},
+            {"name": "accuracy", "value": str(round(1 - loss / 3, 3))},
+        ],
+        "lastUpdatedTime": now,
+    }
+    kube_api.patch(f"{jobs(namespace)}/{name}/status", {"status": {"trainerStatus": trainer}})
+
+
+def test_a_new_job_appears_within_a_second_and_changes_state_without_a_reload(
+    viewer: Viewer, kube_api: KubeApi, namespace: str, pod_driver: PodDriver
+) -> None:
+    page = viewer.open()
+    expect(page.locator("#job-count")).to_have_text("No jobs yet.")
+    page.evaluate("window.kept = 'this page was not reloaded'")
+    kube_api.create(jobs(namespace), pytorch_job("live"))
+    created = time.monotonic()
+    page.locator(f'tr[data-id="{job_id(namespace, "live")}"]').wait_for(timeout=5_000)
+    assert time.monotonic() - created < 1.0
+    state = page.locator(f'tr[data-id="{job_id(namespace, "live")}"] .state')
+    for pod in pods_of(kube_api, namespace, "live", 2):
+        pod_driver.run((namespace, pod))
+    expect(state).to_have_text("Running")
+    pod_driver.succeed((namespace, "live-worker-0"))
+    pod_driver.succeed((namespace, "live-master-0"))
+    expect(state).to_have_text("Succeeded")
+    assert page.evaluate("window.kept") == "this page was not reloaded"
+
+
+def test_a_jobs_page_shows_its_replicas_conditions_events_and_progress_curves(
+    viewer: Viewer, kube_api: KubeApi, namespace: str, pod_driver: PodDriver
+) -> None:
+    kube_api.create(jobs(namespace), pytorch_job("resnet", workers=2, restart_policy="OnFailure"))
+    for pod in pods_of(kube_api, namespace, "resnet", 3):
+        pod_driver.run((namespace, pod))
+    pod_driver.restart((namespace, "resnet-worker-1"), exit_code=137)
+    page = viewer.open(f"#/jobs/{job_id(namespace, 'resnet')}")
+    expect(page.locator("#job-state")).to_have_text("Running")
+    pods = page.locator("#pods tbody tr")
+    expect(pods).to_have_count(3)
+    expect(page.locator("#pods")).to_contain_text("envtest-node-")
+    expect(pods.filter(has_text="worker-1")).to_contain_text("137")
+    for progress, loss in ((10, 2.1), (25, 1.2), (40, 0.8), (55, 0.61)):
+        report(kube_api, namespace, "resnet", progress, loss)
+        time.sleep(1.1)  # reports are stamped to the second
+    expect(page.locator("#metrics")).to_contain_text("loss = 0.61")
+    expect(page.locator("#charts svg[aria-label='loss over time']")).to_have_attribute("data-points", "4")
+    expect(page.locator("#conditions")).to_contain_text("Running")
+    page.click("#tab-events")
+    expect(page.locator("#events")).to_contain_text("SuccessfulCreatePod")
+    page.click("#tab-logs")
+    expect(page.locator("#log-note")).to_contain_text("kubelet")  # envtest has none; the real node does
+    viewer.screenshot("cluster-job")
+    page.goto(viewer.base)
+    expect(page.locator(f'tr[data-id="{job_id(namespace, "resnet")}"] .pct')).to_have_text("55%")
+    viewer.screenshot("cluster-list")
+
+
+def test_a_job_is_suspended_resumed_and_deleted_from_its_page(
+    viewer: Viewer, kube_api: KubeApi, namespace: str
+) -> None:
+    kube_api.create(jobs(namespace), pytorch_job("pausable"))
+    pods_of(kube_api, namespace, "pausable", 2)
+    page = viewer.open(f"#/jobs/{job_id(namespace, 'pausable')}")
+    expect(page.locator("#job-state")).to_have_text("Created")
+    page.click("#suspend")
+    page.click("#confirm-ok")
+    expect(page.locator("#job-state")).to_have_text("Suspended")
+    assert kube_api.get(f"{jobs(namespace)}/pausable")["spec"]["runPolicy"]["suspend"] is True
+    expect(page.locator("#pods")).to_have_text("No pods.")
+    page.click("#resume")
+    page.click("#confirm-ok")
+    expect(page.locator("#pods tbody tr")).to_have_count(2)
+    page.click("#delete")
+    page.click("#confirm-ok")
+    expect(page.locator("#job-status")).to_have_text("This job was deleted.")
+    assert not kube_api.exists(f"{jobs(namespace)}/pausable")
+
+
+def test_the_new_job_form_shows_the_pods_and_env_then_creates_the_job(
+    viewer: Viewer, kube_api: KubeApi, namespace: str
+) -> None:
+    page = viewer.open("#/new")
+    page.fill("#new-yaml", yaml.safe_dump(pytorch_job("formed", workers=2), sort_keys=False))
+    page.click("#preview")
+    plan = page.locator("#plan")
+    expect(plan).to_contain_text("formed-worker-1")
+    expect(plan).to_contain_text("MASTER_ADDR")
+    expect(plan).to_contain_text("formed-master-0")
+    assert not kube_api.exists(f"{jobs(namespace)}/formed")
+    viewer.screenshot("cluster-new-job")
+    page.click("#create")
+    expect(page.locator("#job-header, .job-header h1")).to_contain_text("formed")
+    assert kube_api.get(f"{jobs(namespace)}/formed")["metadata"]["namespace"] == namespace

@@ -1,0 +1,34 @@
+"""``kubetrain operator`` as a subprocess watching one namespace, for the tiers that need the operator running
+(the SDK's cluster tests, the browser tier)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+KUBETRAIN = Path(sys.executable).parent / "kubetrain"
+
+
+@contextmanager
+def running_operator(kubeconfig: Path, namespace: str, log_path: Path) -> Iterator[None]:
+    """``kubetrain operator`` watching only ``namespace`` (other tests share the cluster); its log is printed
+    afterwards, so a failing test shows what the operator did."""
+    command = [str(KUBETRAIN), "operator", "--kubeconfig", str(kubeconfig), "--namespace", namespace]
+    command += ["--metrics-bind-address", "0", "--health-probe-bind-address", "0"]
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
+    try:
+        yield
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+        print(f"--- operator log\n{log_path.read_text(errors='replace')[-4000:]}")
