@@ -18,7 +18,7 @@ from builders import cli_runner
 from containers.container_env import PYTHON_IMAGE, containers_of, engine
 from containers.test_container_runs import python_job, start
 from kubetrain.cli.main import app
-from local.local_run import kubetrain_run, write_manifest
+from local.local_run import REPO, kubetrain_run, write_manifest
 
 pytestmark = [pytest.mark.containers, pytest.mark.slow]
 
@@ -100,3 +100,5 @@ def test_a_container_killed_for_memory_under_its_limit_is_an_out_of_memory_warni
     assert run.replica("master-0")["exit_codes"] == [137]
     assert f"Warning OutOfMemory: {expected}" in run.stderr
     assert describe(state_dir, "oom")[:2] == ["Diagnosis:", f"  OutOfMemory: {expected}"]
+    # conmon drops a file named oom into its working directory on such a kill: the run's, not the user's.
+    assert not (REPO / "oom").exists()

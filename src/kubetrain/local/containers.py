@@ -77,6 +77,8 @@ IMAGE_RETRY_FIRST = 5.0
 IMAGE_RETRY_MAX = 60.0
 """Seconds between tries of an image that could not be had: doubling from the first to the most."""
 SIGKILL_EXIT_CODE = 128 + signal.SIGKILL
+ENGINE_DIR = "engine"
+"""Under the run's directory: the working directory of its engine commands."""
 KERNEL_LOG = Path("/dev/kmsg")
 EXIT_AFTER_STOP = 5.0
 """How long the attached ``run`` may take to return once its container has stopped."""
@@ -374,6 +376,10 @@ class ContainerSubstrate:
         self.main_containers: dict[ReplicaKey, dict[str, Any]] = {}
         """Each replica's main container in its pod template (its name and memory limit, for diagnosis)."""
         self._gateway = ""
+        self._engine_dir = cwd
+        """Where the engine's commands run: conmon (podman's monitor) writes a file named ``oom`` into its
+        working directory when the kernel OOM-kills a container on a cgroup v1 host, which must not litter
+        the user's."""
 
     def addressing(self, job: TrainingJob, keys: Iterable[ReplicaKey]) -> Addressing:
         # Each container has its own network namespace and the cluster's DNS names: ports as declared.
@@ -386,11 +392,9 @@ class ContainerSubstrate:
         self.job_name = context.job.name
         self.network = network_name(context.job.name)
         self._status_path = context.directory.status_path
-        self.runs = plan_containers(
-            context,
-            labels=self.labels(),
-            gpus=self._assign_gpus(context),
-        )
+        runs = plan_containers(context, labels=self.labels(), gpus=self._assign_gpus(context))
+        self.runs = {key: with_absolute_sources(run, self.cwd) for key, run in runs.items()}
+        self._engine_dir = self.cwd / context.directory.root / ENGINE_DIR
         self._init_containers = any(
             (p.template.get("spec") or {}).get("initContainers") for p in context.plans.values()
         )
@@ -410,6 +414,7 @@ class ContainerSubstrate:
         await asyncio.to_thread(self._open)
 
     def _open(self) -> None:
+        self._engine_dir.mkdir(parents=True, exist_ok=True)
         # What an earlier run of this job kept (cleanPodPolicy None) or a dead run left behind.
         self.engine.remove(*self.engine.labelled(JOB_LABEL, self.job_name))
         self.engine.remove_network(self.network)
@@ -469,7 +474,7 @@ class ContainerSubstrate:
             prefix=run.replica,
             argv=tuple(replica_argv(self.engine.kind, self.engine.binary, run)),
             env=dict(os.environ),
-            cwd=self.cwd,
+            cwd=self._engine_dir,
             restart=_in_place_restart(run.restart_policy),
             container=str(main.get("name") or ""),
             image=run.image,
@@ -530,6 +535,13 @@ def plan_containers(
         )
         runs[key] = run
     return runs
+
+
+def with_absolute_sources(run: ContainerRun, cwd: Path) -> ContainerRun:
+    """``run`` with every bind mount's host path absolute (a relative one is relative to ``cwd``), so that it
+    does not depend on the directory the engine is run in."""
+    mounts = tuple(replace(m, source=str(cwd / m.source)) for m in run.mounts)
+    return replace(run, mounts=mounts, init=tuple(with_absolute_sources(i, cwd) for i in run.init))
 
 
 def decorated(plan: ReplicaPlan, context: RunContext) -> ReplicaPlan:

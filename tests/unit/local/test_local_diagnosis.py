@@ -4,12 +4,19 @@ that cannot be had; and its findings kept in status.json."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from builders import job
 from kubetrain.engine.diagnosis import Finding
+from kubetrain.local.container_run import ContainerRun, Mount, PullPolicy
 from kubetrain.local.container_run import Engine as EngineKind
-from kubetrain.local.container_run import PullPolicy
-from kubetrain.local.containers import ContainerEngine, MissingImage, image_problem, kernel_logged_oom_kill
+from kubetrain.local.containers import (
+    ContainerEngine,
+    MissingImage,
+    image_problem,
+    kernel_logged_oom_kill,
+    with_absolute_sources,
+)
 from kubetrain.local.logs import ReplicaLog
 from kubetrain.local.state import RunDirectory, RunRecord
 from kubetrain.sdk.backends.local import LocalBackend
@@ -165,3 +172,31 @@ def test_an_oom_kill_the_engine_reports_is_one(tmp_path: Path) -> None:
     engine = ContainerEngine(EngineKind.PODMAN, str(script))
 
     assert engine.killed_for_memory("hello-master-0")
+
+
+def test_a_relative_host_path_is_made_absolute_so_the_engine_may_run_elsewhere(tmp_path: Path) -> None:
+    init = ContainerRun(**{**RUN_FIELDS, "mounts": (Mount("./cache", "/cache"),)})
+    run = ContainerRun(
+        **{**RUN_FIELDS, "mounts": (Mount("data", "/data"), Mount("/srv/x", "/x", True)), "init": (init,)}
+    )
+
+    moved = with_absolute_sources(run, tmp_path)
+
+    assert moved.mounts == (Mount(str(tmp_path / "data"), "/data"), Mount("/srv/x", "/x", True))
+    assert moved.init[0].mounts == (Mount(str(tmp_path / "cache"), "/cache"),)
+
+
+RUN_FIELDS: dict[str, Any] = {
+    "replica": "master-0",
+    "name": "j-master-0",
+    "image": "trainer:1",
+    "image_field": "spec...image",
+    "pull": PullPolicy.NEVER,
+    "entrypoint": None,
+    "args": (),
+    "env": {},
+    "working_dir": None,
+    "network": "kubetrain-j",
+    "aliases": (),
+    "labels": {},
+}
