@@ -211,20 +211,6 @@ def test_a_failing_init_container_fails_the_replica_with_its_exit_code_and_the_m
     assert "main ran" not in run.lines_of("master-0")
 
 
-def test_a_missing_image_fails_before_anything_starts_naming_the_replica_and_the_image(
-    tmp_path: Path, state_dir: Path, runtime: str
-) -> None:
-    manifest = python_job("no-image", {"Master": (1, "pass")})
-    container = manifest["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
-    container.update(image="localhost/kubetrain/absent:1", imagePullPolicy="Never")
-
-    run = kubetrain_run(write_manifest(tmp_path, manifest), state_dir, extra=("--runtime", runtime))
-
-    assert run.returncode == 1
-    assert "image localhost/kubetrain/absent:1 for master-0" in run.stderr
-    assert containers_of("no-image", runtime) == []
-
-
 def test_ctrl_c_removes_every_container_and_the_network(
     tmp_path: Path, state_dir: Path, runtime: str
 ) -> None:

@@ -1,4 +1,5 @@
-"""``kubetrain describe KIND NAME``: a job's spec summary, replicas, pods, conditions and recent Events."""
+"""``kubetrain describe KIND NAME``: what is wrong with a job now, its spec summary, replicas, pods,
+conditions and recent Events."""
 
 from __future__ import annotations
 
@@ -37,7 +38,11 @@ def describe(
     kubeconfig: Path | None = KubeconfigOption,
     context: str | None = ContextOption,
 ) -> None:
-    """Show one job in detail: run policy, replicas, pods, conditions and recent events.
+    """Show one job in detail: what is wrong with it now, run policy, replicas, pods, conditions and events.
+
+    A Diagnosis section comes first while the job shows a known failure mode (a half-scheduled gang, pods
+    waiting for resources, a crash loop, an image that cannot be pulled, an OOM kill, workers waiting for
+    their master, replicas on different image digests, stalled progress): its cause and fix.
 
     Example: kubetrain describe pytorchjob mnist -n team-a
 
@@ -50,5 +55,7 @@ def describe(
         client = Target(local, state_dir, kubeconfig, context, namespace).client()
         job = find_job(client, kind, job_name)
         pods = client.get_job_pods(job.name, job.namespace)
-        events = client.get_job_events(job.name, job.namespace, kind_name(client.kind_of(job)))
-        typer.echo(tables.describe(job, pods, events, datetime.now(UTC)))
+        kind_of_job = kind_name(client.kind_of(job))
+        events = client.get_job_events(job.name, job.namespace, kind_of_job)
+        findings = client.get_job_diagnosis(job.name, job.namespace, kind_of_job)
+        typer.echo(tables.describe(job, pods, events, datetime.now(UTC), findings))

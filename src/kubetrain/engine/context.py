@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubetrain.api.common import ConditionStatus, ConditionType, JobStatus
 from kubetrain.api.jobs import TrainingJob
@@ -31,6 +31,9 @@ from kubetrain.engine.types import (
     Traits,
 )
 from kubetrain.frameworks.base import Framework
+
+if TYPE_CHECKING:
+    from kubetrain.engine.diagnosis import Finding
 
 _WARNING_CONDITIONS = frozenset({ConditionType.RESTARTING, ConditionType.FAILED, ConditionType.STALLED})
 
@@ -54,6 +57,8 @@ class ReconcileContext:
     _pod_group_deleted: bool = False
     admitted: bool = False
     """``job`` has been through admission (defaulted and valid)."""
+    findings: tuple[Finding, ...] = ()
+    """What ``engine.diagnosis`` found this round (the reconciler sets it)."""
 
     @classmethod
     def start(
@@ -176,4 +181,5 @@ class ReconcileContext:
             status=self.status,
             requeue_after=min(self.wake_ups) if self.wake_ups else None,
             admitted=self.job if self.admitted else None,
+            findings=self.findings,
         )

@@ -11,7 +11,9 @@ The steps follow upstream's reconcile order (upstream-behaviour §4.1 step 7):
 7. gang scheduling: sync the PodGroup (under Volcano wait until it is admitted);
 8. replicas: create, restart, scale down, count;
 9. the framework's success / failure rules, then startTime / completionTime;
-10. a running job silent past its progress deadline is marked Stalled (or failed, if it asks).
+10. a running job silent past its progress deadline is marked Stalled (or failed, if it asks);
+11. the failure modes it shows (``engine.diagnosis``) become the Decision's findings, for the substrates to
+    raise as Warning events; also in the reconcile where it fails, which they explain.
 
 A job that finishes in step 8 or 9 is cleaned up in the same Decision (and nothing is created for
 it), rather than on the next reconcile as upstream does.
@@ -30,6 +32,7 @@ from kubetrain.engine.autoscaling import delete_autoscaler, sync_autoscaler
 from kubetrain.engine.completion import finish
 from kubetrain.engine.conditions import condition_reason, created_message
 from kubetrain.engine.context import ReconcileContext
+from kubetrain.engine.diagnosis import diagnose
 from kubetrain.engine.gang import sync_pod_group
 from kubetrain.engine.limits import deadline_remaining, fail_for_limit, failure_from_limits
 from kubetrain.engine.progress import check_progress, clear_stalled
@@ -122,6 +125,20 @@ def _fail_invalid(ctx: ReconcileContext, error: InvalidJobError) -> None:
 
 
 def _run(ctx: ReconcileContext) -> None:
+    _run_replicas(ctx)
+    _diagnose(ctx)
+
+
+def _diagnose(ctx: ReconcileContext) -> None:
+    """What the job's replicas show now, seen before this Decision's actions (which may be the restart or
+    the failure a finding explains); look again when a time-based one may appear or go."""
+    diagnosis = diagnose(ctx.job, ctx.framework, ctx.observation.replicas, ctx.now, ctx.status)
+    ctx.findings = diagnosis.findings
+    if diagnosis.recheck_in is not None and not ctx.status.is_finished:
+        ctx.wake_up_in(diagnosis.recheck_in)
+
+
+def _run_replicas(ctx: ReconcileContext) -> None:
     resume_if_suspended(ctx)
     failure = failure_from_limits(ctx)
     if failure is not None:

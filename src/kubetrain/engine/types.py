@@ -9,11 +9,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubetrain.api.common import JobStatus, RestartPolicy
 from kubetrain.api.jobs import TrainingJob
 from kubetrain.frameworks.base import Autoscaling
+
+if TYPE_CHECKING:
+    # diagnosis reads the observed replicas defined here; the Decision only carries its findings.
+    from kubetrain.engine.diagnosis import Finding
 
 
 class Phase(StrEnum):
@@ -44,7 +48,11 @@ class ObservedContainer:
     last_reason: str | None = None
     """Why that run ended: ``OOMKilled``, ``Error``, ``Completed``."""
     last_message: str | None = None
-    """That run's termination message: its last lines of output when it failed."""
+    """That run's termination message (what it wrote to its ``terminationMessagePath``); usually empty."""
+    last_lines: str | None = None
+    """The last lines its previous run wrote (a log's tail, newline-separated), where the substrate read them:
+    the kube substrate for a crash-looping container without a termination message, the local runner from
+    the replica's log."""
     memory_limit: str | None = None
     """``resources.limits.memory`` as written (``4Gi``)."""
     restart_count: int = 0
@@ -80,12 +88,18 @@ class ObservedReplica:
     exited non-zero, one waiting with a message, a latest condition not True); the detail names the
     container, not the pod. Empty where the substrate has no such reports (local)."""
     containers: tuple[ObservedContainer, ...] = ()
-    """Its containers (init containers first), where the substrate reports them."""
+    """Its containers (init containers first, less those that completed at their first try), where the
+    substrate reports them."""
     unschedulable: str | None = None
     """The scheduler's reason while it cannot be placed (``0/4 nodes are available: 4 Insufficient
     nvidia.com/gpu``): the pod's ``PodScheduled`` condition is False with reason ``Unschedulable``."""
     ready_since: datetime | None = None
     """When it last became Ready, while it is."""
+    placed: bool = False
+    """Bound to a node (a pod's ``spec.nodeName``): it runs, or starts there (its init containers)."""
+    gang_scheduled: bool = False
+    """It belongs to a PodGroup and goes to a scheduler other than the default one (Volcano,
+    scheduler-plugins' coscheduling), which places the group's pods all or none."""
 
 
 @dataclass(frozen=True)
@@ -238,6 +252,9 @@ class Decision:
     admitted: TrainingJob | None = None
     """The job defaulted and validated, what its children are planned from; None when admission failed
     or another controller manages the job."""
+    findings: tuple[Finding, ...] = ()
+    """The failure modes the job shows now (``engine.diagnosis``): the substrates turn each into a Warning
+    event, on every reconcile while it holds."""
 
 
 @dataclass(frozen=True)

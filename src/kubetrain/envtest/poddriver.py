@@ -160,6 +160,59 @@ class PodDriver:
             current, self._base_status(current, "Running", ready=True, containers=statuses)
         )
 
+    def crash_loop(
+        self, pod: PodRef, exit_code: int = 1, container: str | None = None, reason: str = "Error"
+    ) -> KubeObject:
+        """The container exited with ``exit_code`` (``reason``: ``Error``, ``OOMKilled``) once more and waits
+        out the kubelet's back-off before its next start: restartCount + 1, ``lastState.terminated`` records
+        the exit, ``state.waiting`` is ``CrashLoopBackOff``; the pod stays Running, not Ready."""
+        current = self.restart(pod, exit_code, container)
+        names = {container} if container else {c["name"] for c in current["spec"]["containers"]}
+        statuses = []
+        for status in current["status"]["containerStatuses"]:
+            if status["name"] in names:
+                status["lastState"]["terminated"]["reason"] = reason
+                back_off = f"back-off 10s restarting failed container={status['name']} pod={_ref(current)[1]}"
+                status.update(
+                    ready=False,
+                    started=False,
+                    state={"waiting": {"reason": "CrashLoopBackOff", "message": back_off}},
+                )
+            statuses.append(status)
+        return self._write_status(
+            current,
+            self._base_status(
+                current, "Running", ready=False, containers=statuses, reason="ContainersNotReady"
+            ),
+        )
+
+    def wait_for_image(
+        self,
+        pod: PodRef,
+        reason: str = "ErrImagePull",
+        message: str = "rpc error: code = NotFound desc = failed to pull and unpack image",
+    ) -> KubeObject:
+        """Its containers cannot start because their image cannot be pulled: the pod stays Pending, each
+        container waiting with ``reason`` (``ErrImagePull``, ``ImagePullBackOff``, ``ErrImageNeverPull``)."""
+        current = self.wait_bound(pod)
+        statuses = []
+        for spec_container in current["spec"]["containers"]:
+            status = self._running_status(current, spec_container, 0)
+            status.update(
+                ready=False,
+                started=False,
+                imageID="",
+                containerID="",
+                state={"waiting": {"reason": reason, "message": message}},
+            )
+            statuses.append(status)
+        updated = self._base_status(
+            current, "Pending", ready=False, containers=statuses, reason="ContainersNotReady"
+        )
+        updated.pop("podIP")
+        updated.pop("podIPs")
+        return self._write_status(current, updated)
+
     def evict(self, pod: PodRef, message: str = "The node was low on resource: memory.") -> KubeObject:
         """Evicted by the kubelet: Failed with reason Evicted, containers killed, a DisruptionTarget
         condition."""

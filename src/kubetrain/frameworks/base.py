@@ -189,6 +189,10 @@ class Framework(ABC, Generic[JobT]):
         """Init containers appended after the user's on Kubernetes (PyTorch's wait-for-master)."""
         return []
 
+    def waits_for_master(self, job: JobT, replica_type: str) -> bool:
+        """Whether ``init_containers`` holds ``replica_type``'s replicas until the master's name resolves."""
+        return False
+
     def config_files(self, job: JobT, addressing: Addressing, running_hosts: Sequence[str]) -> dict[str, str]:
         """Files a job needs beside its pods (MPI hostfile, discover_hosts.sh); ``{}`` for most."""
         return {}

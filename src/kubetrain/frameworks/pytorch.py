@@ -228,6 +228,9 @@ class PyTorchFramework(StandardFramework[PyTorchJob]):
             }
         ]
 
+    def waits_for_master(self, job: PyTorchJob, replica_type: str) -> bool:
+        return replica_type == WORKER and MASTER in job.replica_specs
+
     # --- status -------------------------------------------------------------------------------
 
     def status_rules(self, context: StatusContext) -> list[ConditionProposal]:

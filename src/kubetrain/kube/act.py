@@ -185,6 +185,9 @@ class Actor:
         for action in decision.actions:
             if isinstance(action, EmitEvent):
                 self._event(target, action.type, action.reason, action.message)
+        for finding in decision.findings:
+            # On every reconcile while it holds: the recorder folds the repeats into one Event with a count.
+            self._event(target, EventType.WARNING, finding.reason, finding.message)
         if not decision.status.is_finished:
             # What the pods mount or run as must exist before them (MPIJob v1: RBAC and <job>-config).
             await self._guard(outcome, "ensure companions", self._ensure_companions(target))

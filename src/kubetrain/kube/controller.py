@@ -16,15 +16,18 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kubetrain.api.errors import InvalidJobError
+from kubetrain.api.jobs import TrainingJob
 from kubetrain.api.manifest import job_shell, parse_job
+from kubetrain.engine.diagnosis import quoted_crash_loops
 from kubetrain.engine.reconciler import reconcile, reject
-from kubetrain.engine.types import Phase, Traits
+from kubetrain.engine.types import Observation, Phase, Traits
 from kubetrain.frameworks.addressing import ClusterAddressing
 from kubetrain.frameworks.base import Framework
 from kubetrain.frameworks.labels import JOB_NAME_LABEL, OPERATOR_NAME_LABEL
 from kubetrain.kube.act import Actor, Target
 from kubetrain.kube.metrics import OperatorMetrics
-from kubetrain.kube.observe import observe
+from kubetrain.kube.observe import ContainerKey, observe, replica_identity, with_last_lines
+from kubetrain.kube.previous_logs import PreviousLogs
 from kubetrain.kube.runtime.expectations import Expectations, expectation_key
 from kubetrain.kube.runtime.queue import QueueShutDownError, WorkQueue
 from kubetrain.kube.runtime.reflector import strip_managed_fields
@@ -60,6 +63,7 @@ class JobController:
         traits: Traits,
         threads: int = 1,
         addressing: ClusterAddressing | None = None,
+        previous_logs: PreviousLogs | None = None,
     ) -> None:
         self.framework = framework
         self.jobs = jobs
@@ -71,6 +75,8 @@ class JobController:
         self._traits = traits
         self._threads = max(1, threads)
         self._addressing = addressing or ClusterAddressing()
+        self._previous_logs = previous_logs
+        """Where the last lines of crash-looping containers come from; None: findings go without them."""
 
     @property
     def kind(self) -> str:
@@ -187,8 +193,10 @@ class JobController:
         )
         if autoscalers is not None:
             observation = replace(observation, autoscaler=autoscaler is not None)
+        now = datetime.now(UTC)
+        observation = self._with_crash_output(key, job, observation, pods, now)
 
-        decision = reconcile(job, observation, datetime.now(UTC), self._traits, self.framework)
+        decision = reconcile(job, observation, now, self._traits, self.framework)
         planned = decision.admitted or job  # not admitted: nothing will be planned from it
         running_hosts = tuple(
             self._addressing.host(planned, replica.replica_type, replica.index)
@@ -223,6 +231,28 @@ class JobController:
             duration_ms=round(elapsed * 1000, 1),
         )
         return decision.requeue_after
+
+    def _with_crash_output(
+        self, key: str, job: TrainingJob, observation: Observation, pods: list[KubeObject], now: datetime
+    ) -> Observation:
+        """The observation with the last lines of the crash-looping containers a finding quotes, once read
+        (the read runs in the background; the job is reconciled again when its lines are in)."""
+        if self._previous_logs is None:
+            return observation
+        wanted = quoted_crash_loops(job, self.framework, observation.replicas, now)
+        if not wanted:
+            return observation
+        by_identity = {replica_identity(pod, job, self.framework): pod for pod in pods}
+        lines: dict[ContainerKey, str] = {}
+        for replica, container in wanted:
+            pod = by_identity.get((replica.replica_type, replica.index))
+            if pod is None:
+                continue
+            log_key = PreviousLogs.key(pod, container.name, container.restart_count)
+            tail = self._previous_logs.tail(log_key, lambda: self.queue.add(key))
+            if tail:
+                lines[(replica.replica_type, replica.index, container.name)] = tail
+        return with_last_lines(observation, lines)
 
 
 def _uid(obj: KubeObject) -> str:

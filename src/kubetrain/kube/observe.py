@@ -7,17 +7,25 @@ Pure functions of the cached wire JSON. Only children whose controller ownerRefe
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 from kubetrain.api.jobs import TrainingJob
-from kubetrain.engine.types import Observation, ObservedReplica, Phase, PodGroupState
+from kubetrain.engine.types import Observation, ObservedContainer, ObservedReplica, Phase, PodGroupState
 from kubetrain.frameworks.base import Framework
+from kubetrain.kube.render import SCHEDULER_PLUGINS_POD_GROUP_LABEL, VOLCANO_GROUP_NAME_ANNOTATION
 
 KubeObject = Mapping[str, Any]
 
 _PHASES = {phase.value: phase for phase in Phase}
 _NEVER = datetime.min.replace(tzinfo=UTC)
+DEFAULT_SCHEDULER = "default-scheduler"
+_EMPTY: Mapping[str, Any] = {}
+_CONTAINER_KINDS = (
+    (True, "initContainers", "initContainerStatuses"),
+    (False, "containers", "containerStatuses"),
+)
 
 
 def parse_time(text: str | None) -> datetime | None:
@@ -120,6 +128,90 @@ def pod_warnings(pod: KubeObject) -> tuple[tuple[str, str], ...]:
     return ((reason, f"condition message: {latest.get('message') or ''}"),)
 
 
+def conditions_of(pod: KubeObject) -> Mapping[str, Mapping[str, Any]]:
+    """The pod's conditions by type (read once per pod)."""
+    return {c.get("type"): c for c in (pod.get("status") or _EMPTY).get("conditions") or ()}
+
+
+def unschedulable_message(conditions: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """The scheduler's reason while it cannot place the pod (``PodScheduled`` False, ``Unschedulable``)."""
+    scheduled = conditions.get("PodScheduled")
+    if scheduled is None or scheduled.get("status") != "False" or scheduled.get("reason") != "Unschedulable":
+        return None
+    return str(scheduled.get("message") or "Unschedulable")
+
+
+def ready_since(conditions: Mapping[str, Mapping[str, Any]]) -> datetime | None:
+    """When the pod last became Ready, while it is."""
+    ready = conditions.get("Ready")
+    if ready is None or ready.get("status") != "True":
+        return None
+    return parse_time(ready.get("lastTransitionTime"))
+
+
+def gang_scheduled(pod: KubeObject) -> bool:
+    """The pod is in a PodGroup (Volcano's annotation, scheduler-plugins' label) and names a scheduler other
+    than the default one: a gang scheduler places it together with its group."""
+    metadata = pod.get("metadata") or {}
+    in_group = VOLCANO_GROUP_NAME_ANNOTATION in (metadata.get("annotations") or {}) or (
+        SCHEDULER_PLUGINS_POD_GROUP_LABEL in (metadata.get("labels") or {})
+    )
+    scheduler = (pod.get("spec") or {}).get("schedulerName") or DEFAULT_SCHEDULER
+    return in_group and scheduler != DEFAULT_SCHEDULER
+
+
+def observed_containers(pod: KubeObject) -> tuple[ObservedContainer, ...]:
+    """The pod's init containers, then its containers: as its spec declares them, and their statuses. An init
+    container that completed at its first try is left out."""
+    spec = pod.get("spec") or _EMPTY
+    status = pod.get("status") or _EMPTY
+    observed: list[ObservedContainer] = []
+    for init, spec_key, status_key in _CONTAINER_KINDS:
+        declared_containers = spec.get(spec_key)
+        if not declared_containers:
+            continue
+        statuses = {s.get("name"): s for s in status.get(status_key) or ()}
+        for declared in declared_containers:
+            container_status = statuses.get(declared.get("name")) or _EMPTY
+            if init and _completed_once(container_status):
+                continue  # nothing about it can go wrong any more: every pod of a job has some
+            observed.append(_observed_container(declared, container_status, init))
+    return tuple(observed)
+
+
+def _completed_once(status: Mapping[str, Any]) -> bool:
+    terminated = (status.get("state") or _EMPTY).get("terminated")
+    return terminated is not None and terminated.get("exitCode") == 0 and not status.get("restartCount")
+
+
+def _observed_container(
+    declared: Mapping[str, Any], status: Mapping[str, Any], init: bool
+) -> ObservedContainer:
+    state = status.get("state") or _EMPTY
+    running = state.get("running")
+    waiting = state.get("waiting") or _EMPTY
+    # The current run once it ended, else the previous one (after a restart).
+    ended = state.get("terminated") or (status.get("lastState") or _EMPTY).get("terminated") or _EMPTY
+    exit_code = ended.get("exitCode")
+    resources = declared.get("resources")
+    memory = (resources.get("limits") or _EMPTY).get("memory") if resources else None
+    return ObservedContainer(
+        str(declared.get("name") or ""),
+        str(declared.get("image") or ""),
+        str(status.get("imageID") or ""),
+        init,
+        None if running is None else parse_time(running.get("startedAt")),
+        waiting.get("reason"),
+        waiting.get("message"),
+        None if exit_code is None else int(exit_code),
+        ended.get("reason"),
+        ended.get("message") or None,
+        None,
+        None if memory is None else str(memory),
+        int(status.get("restartCount") or 0),
+    )
+
+
 def observe_pod(pod: KubeObject, job: TrainingJob, framework: Framework[Any]) -> ObservedReplica | None:
     identity = replica_identity(pod, job, framework)
     if identity is None:
@@ -130,6 +222,8 @@ def observe_pod(pod: KubeObject, job: TrainingJob, framework: Framework[Any]) ->
     phase = _PHASES.get(str(status.get("phase") or "Pending"), Phase.UNKNOWN)
     # A running pod reports no exit code; the last one of a restarted container is only history.
     code = exit_code(pod, _main_container(pod, framework)) if phase is not Phase.RUNNING else None
+    conditions = conditions_of(pod)
+    ready = conditions.get("Ready")
     return ObservedReplica(
         replica_type=identity[0],
         index=identity[1],
@@ -138,10 +232,37 @@ def observe_pod(pod: KubeObject, job: TrainingJob, framework: Framework[Any]) ->
         restart_count=sum(int(s.get("restartCount") or 0) for s in _container_statuses(pod)),
         terminating=deletion is not None,
         deletion_timestamp=deletion,
-        ready=_is_ready(pod),
+        ready=ready is not None and ready.get("status") == "True",
         reason=status.get("reason"),
         warnings=pod_warnings(pod),
+        containers=observed_containers(pod),
+        unschedulable=unschedulable_message(conditions),
+        placed=bool((pod.get("spec") or {}).get("nodeName")),
+        ready_since=ready_since(conditions),
+        gang_scheduled=gang_scheduled(pod),
     )
+
+
+ContainerKey = tuple[str, int, str]
+"""``(replica type, index, container name)``."""
+
+
+def with_last_lines(observation: Observation, last_lines: Mapping[ContainerKey, str]) -> Observation:
+    """``observation`` with the last lines read for some containers (their previous run's log)."""
+    if not last_lines:
+        return observation
+    replicas = []
+    for replica in observation.replicas:
+        containers = tuple(
+            replace(c, last_lines=last_lines[key])
+            if (key := (replica.replica_type, replica.index, c.name)) in last_lines
+            else c
+            for c in replica.containers
+        )
+        replicas.append(
+            replace(replica, containers=containers) if containers != replica.containers else replica
+        )
+    return replace(observation, replicas=tuple(replicas))
 
 
 def observe(

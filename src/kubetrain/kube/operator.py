@@ -30,6 +30,7 @@ from kubetrain.kube.controller import ChildStores, JobController, child_routing
 from kubetrain.kube.events import EventRecorder
 from kubetrain.kube.health import check_route, metrics_route, serve_http
 from kubetrain.kube.metrics import OperatorMetrics
+from kubetrain.kube.previous_logs import PreviousLogs
 from kubetrain.kube.render import SCHEDULER_PLUGINS_GROUP, VOLCANO_GROUP, RenderSettings
 from kubetrain.kube.runtime import collector
 from kubetrain.kube.runtime.client import KubeClient, collection_path
@@ -95,6 +96,7 @@ class Operator:
         self.expectations = Expectations()
         self.events = EventRecorder(client.events, busy=self._busy)
         self.actor: Actor | None = None
+        self.previous_logs: PreviousLogs | None = None
         self.informers: list[Informer] = []
         self.controllers: list[JobController] = []
 
@@ -145,6 +147,7 @@ class Operator:
             batch_jobs.store if batch_jobs else None,
         )
         addressing = ClusterAddressing(cluster_domain=settings.cluster_domain)
+        previous_logs = self.previous_logs = PreviousLogs(self.client.http)
         actor = self.actor = Actor(
             self.client.http,
             self.expectations,
@@ -180,6 +183,7 @@ class Operator:
                 traits,
                 settings.threads,
                 addressing,
+                previous_logs,
             )
             jobs.add_handler(controller.on_job_change)
             self.controllers.append(controller)
@@ -273,6 +277,8 @@ class Operator:
             for task in caches:
                 task.cancel()
             await asyncio.gather(*caches, return_exceptions=True)
+            if self.previous_logs is not None:
+                await self.previous_logs.close()
             await self.events.flush()
             await self.events.stop()
             for server in servers:

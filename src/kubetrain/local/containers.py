@@ -35,9 +35,10 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from kubetrain.api.jobs import TrainingJob
-from kubetrain.engine.types import ReplicaPlan, Traits
+from kubetrain.engine.types import ObservedReplica, Phase, ReplicaPlan, Traits
 from kubetrain.frameworks.addressing import Addressing, ClusterAddressing
 from kubetrain.frameworks.base import decorate_pod_spec
 from kubetrain.frameworks.ssh_keys import SSH_AUTH_TYPE, new_key_pair
@@ -55,6 +56,7 @@ from kubetrain.local.container_run import (
     with_reporting,
 )
 from kubetrain.local.gpus import assign_gpus
+from kubetrain.local.launch import main_container
 from kubetrain.local.logs import ReplicaLog
 from kubetrain.local.process import InPlaceRestart, LaunchSpec, ReplicaProcess, kill_group
 from kubetrain.local.runtime import Runtime
@@ -71,6 +73,13 @@ from kubetrain.local.substrate import (
 
 CLI_TIMEOUT = 120.0
 """Seconds any one engine command may take (a pull is the slow one)."""
+IMAGE_RETRY_FIRST = 5.0
+IMAGE_RETRY_MAX = 60.0
+"""Seconds between tries of an image that could not be had: doubling from the first to the most."""
+SIGKILL_EXIT_CODE = 128 + signal.SIGKILL
+ENGINE_DIR = "engine"
+"""Under the run's directory: the working directory of its engine commands."""
+KERNEL_LOG = Path("/dev/kmsg")
 EXIT_AFTER_STOP = 5.0
 """How long the attached ``run`` may take to return once its container has stopped."""
 
@@ -124,6 +133,16 @@ class ContainerEngine:
 
     def has_image(self, image: str) -> bool:
         return self._run("image", "inspect", "--format", "{{.Id}}", image).returncode == 0
+
+    def killed_for_memory(self, container: str) -> bool:
+        """Whether the container's last run was killed for running out of memory: the engine says so
+        (``.State.OOMKilled``), or the kernel's log records an OOM kill in the container's memory cgroup
+        (conmon on a cgroup v1 host never tells podman: seen on this project's machine)."""
+        result = self._run("inspect", "--format", "{{.State.OOMKilled}} {{.Id}}", container, timeout=60)
+        if result.returncode != 0:
+            return False
+        reported, _, container_id = result.stdout.strip().partition(" ")
+        return reported == "true" or (bool(container_id) and kernel_logged_oom_kill(container_id))
 
     def pull(self, image: str) -> str | None:
         """Pull ``image``; the engine's error, or None when it worked."""
@@ -225,11 +244,78 @@ class ContainerReplica(ReplicaProcess):
         log: ReplicaLog,
         on_change: Callable[[], None],
         init_containers: tuple[str, ...] = (),
+        missing_image: MissingImage | None = None,
     ) -> None:
         super().__init__(spec, log, on_change)
         self.container = container
         self.engine = engine
         self.init_containers = init_containers
+        self.missing_image = missing_image
+        """An image of the replica that is not there: it waits, Pending, and tries again now and then."""
+        self._image_wait: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        if self.missing_image is None:
+            await super().start()
+            return
+        self._image_wait = asyncio.create_task(self._wait_for_image(), name=f"image of {self.spec.prefix}")
+        self._on_change()
+
+    async def _wait_for_image(self) -> None:
+        """As a kubelet backs off pulling: try again after a growing pause until the image is there (loaded by
+        hand, or its registry answers), then start."""
+        missing = self.missing_image
+        assert missing is not None
+        delay = IMAGE_RETRY_FIRST
+        while True:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, IMAGE_RETRY_MAX)
+            try:
+                problem = await asyncio.to_thread(image_problem, self.engine, missing.image, missing.pull)
+            except (OSError, subprocess.SubprocessError) as error:  # the engine did not answer: try again
+                problem = replace(missing, message=f"{missing.message} (and then: {error})")
+            if problem is None:
+                break
+            if problem != missing:
+                missing = self.missing_image = problem
+                self._on_change()
+        self.missing_image = None
+        await super().start()
+
+    async def stop(self, grace_period: float) -> None:
+        await self._cancel_image_wait()
+        await super().stop(grace_period)
+
+    async def _cancel_image_wait(self) -> None:
+        if self._image_wait is not None and not self._image_wait.done():
+            self._image_wait.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._image_wait
+            self._stopping = True
+            self._on_change()
+
+    @property
+    def finished(self) -> bool:
+        if self._image_wait is not None and self.missing_image is not None:
+            return self._image_wait.done()  # stopped while waiting for its image
+        return super().finished
+
+    def observe(self) -> ObservedReplica:
+        missing = self.missing_image
+        if missing is None or self.finished:
+            return super().observe()
+        waiting = replace(
+            self.observe_container(),
+            image=missing.image,
+            waiting_reason=missing.reason,
+            waiting_message=missing.message,
+        )
+        return ObservedReplica(self.spec.replica_type, self.spec.index, Phase.PENDING, containers=(waiting,))
+
+    async def _killed_for_memory(self, exit_code: int) -> bool:
+        if exit_code != SIGKILL_EXIT_CODE:
+            return False  # the kernel's OOM killer sends SIGKILL
+        return await asyncio.to_thread(self.engine.killed_for_memory, self.container)
 
     async def _before_spawn(self) -> None:
         # An in-place restart is a new container of the same name, as the kubelet makes one (and an init
@@ -253,6 +339,8 @@ class ContainerReplica(ReplicaProcess):
             await self.engine.remove_async(name)
 
     def kill_now(self) -> None:
+        if self._image_wait is not None:
+            self._image_wait.cancel()
         super().kill_now()
         for name in (*self.init_containers, self.container):
             self.engine.kill_detached(name)
@@ -284,7 +372,14 @@ class ContainerSubstrate:
         self._reaper: subprocess.Popen[bytes] | None = None
         self._status_path: Path | None = None
         self._init_containers = False
+        self.missing_images: dict[str, MissingImage] = {}
+        self.main_containers: dict[ReplicaKey, dict[str, Any]] = {}
+        """Each replica's main container in its pod template (its name and memory limit, for diagnosis)."""
         self._gateway = ""
+        self._engine_dir = cwd
+        """Where the engine's commands run: conmon (podman's monitor) writes a file named ``oom`` into its
+        working directory when the kernel OOM-kills a container on a cgroup v1 host, which must not litter
+        the user's."""
 
     def addressing(self, job: TrainingJob, keys: Iterable[ReplicaKey]) -> Addressing:
         # Each container has its own network namespace and the cluster's DNS names: ports as declared.
@@ -297,16 +392,17 @@ class ContainerSubstrate:
         self.job_name = context.job.name
         self.network = network_name(context.job.name)
         self._status_path = context.directory.status_path
-        self.runs = plan_containers(
-            context,
-            labels=self.labels(),
-            gpus=self._assign_gpus(context),
-        )
+        runs = plan_containers(context, labels=self.labels(), gpus=self._assign_gpus(context))
+        self.runs = {key: with_absolute_sources(run, self.cwd) for key, run in runs.items()}
+        self._engine_dir = self.cwd / context.directory.root / ENGINE_DIR
         self._init_containers = any(
             (p.template.get("spec") or {}).get("initContainers") for p in context.plans.values()
         )
         self.engine.check()
-        ensure_images(self.engine, [c for run in self.runs.values() for c in (*run.init, run)])
+        self.missing_images = missing_images(
+            self.engine, [c for run in self.runs.values() for c in (*run.init, run)]
+        )
+        self.main_containers = {key: main_container(plan)[1] for key, plan in context.plans.items()}
 
     def _assign_gpus(self, context: RunContext) -> dict[str, list[str]]:
         requests = gpu_requests(context)
@@ -318,6 +414,7 @@ class ContainerSubstrate:
         await asyncio.to_thread(self._open)
 
     def _open(self) -> None:
+        self._engine_dir.mkdir(parents=True, exist_ok=True)
         # What an earlier run of this job kept (cleanPodPolicy None) or a dead run left behind.
         self.engine.remove(*self.engine.labelled(JOB_LABEL, self.job_name))
         self.engine.remove_network(self.network)
@@ -370,17 +467,26 @@ class ContainerSubstrate:
         self, key: ReplicaKey, log: ReplicaLog, on_change: Callable[[], None], reporting: ReporterAccess
     ) -> Replica:
         run = with_reporting(self.runs[key], reporting, (HOST_NAMES[self.engine.kind], self._gateway))
+        main = self.main_containers.get(key, {})
         spec = LaunchSpec(
             replica_type=key[0],
             index=key[1],
             prefix=run.replica,
             argv=tuple(replica_argv(self.engine.kind, self.engine.binary, run)),
             env=dict(os.environ),
-            cwd=self.cwd,
+            cwd=self._engine_dir,
             restart=_in_place_restart(run.restart_policy),
+            container=str(main.get("name") or ""),
+            image=run.image,
+            memory_limit=_memory_limit(main),
         )
         log.noise = ENGINE_NOISE
-        return ContainerReplica(spec, run.name, self.engine, log, on_change, tuple(i.name for i in run.init))
+        missing = next(
+            (self.missing_images[c.image] for c in (*run.init, run) if c.image in self.missing_images), None
+        )
+        return ContainerReplica(
+            spec, run.name, self.engine, log, on_change, tuple(i.name for i in run.init), missing
+        )
 
     async def close(self, *, interrupted: bool) -> None:
         await asyncio.to_thread(self._close, interrupted)
@@ -431,6 +537,13 @@ def plan_containers(
     return runs
 
 
+def with_absolute_sources(run: ContainerRun, cwd: Path) -> ContainerRun:
+    """``run`` with every bind mount's host path absolute (a relative one is relative to ``cwd``), so that it
+    does not depend on the directory the engine is run in."""
+    mounts = tuple(replace(m, source=str(cwd / m.source)) for m in run.mounts)
+    return replace(run, mounts=mounts, init=tuple(with_absolute_sources(i, cwd) for i in run.init))
+
+
 def decorated(plan: ReplicaPlan, context: RunContext) -> ReplicaPlan:
     """``plan`` with the framework's pod decoration, as the operator renders the pod (MPI: SSH keys,
     hostfile, the workers' sshd command)."""
@@ -464,28 +577,47 @@ def write_volume_files(runs: Iterable[ContainerRun]) -> None:
         path.chmod(file.mode)  # the umask may have narrowed what os.open set
 
 
-def ensure_images(engine: ContainerEngine, runs: Iterable[ContainerRun]) -> None:
-    """Every image present, or pulled as its policy allows, before any replica starts."""
-    by_image: dict[tuple[str, PullPolicy], list[ContainerRun]] = {}
+@dataclass(frozen=True)
+class MissingImage:
+    """An image a replica cannot have yet, as a kubelet's waiting container says it."""
+
+    image: str
+    pull: PullPolicy
+    reason: str
+    """``ErrImageNeverPull`` or ``ErrImagePull``."""
+    message: str
+
+
+def missing_images(engine: ContainerEngine, runs: Iterable[ContainerRun]) -> dict[str, MissingImage]:
+    """Every image present, or pulled once as its policy allows, before any replica starts; those that cannot
+    be had. Their replicas wait (Pending) and try again, as pods do; the run's diagnosis says why."""
+    policies: dict[str, PullPolicy] = {}
     for run in runs:
-        by_image.setdefault((run.image, run.pull), []).append(run)
-    problems = []
-    for (image, pull), users in by_image.items():
-        who = ", ".join(f"{r.replica} ({r.image_field})" for r in users)
-        if pull is not PullPolicy.ALWAYS and engine.has_image(image):
-            continue
-        if pull is PullPolicy.NEVER:
-            problems.append(
-                f"image {image} for {who} is not in {engine.kind}'s storage and imagePullPolicy is Never"
-            )
-            continue
-        error = engine.pull(image)
-        if error is not None:
-            problems.append(f"image {image} for {who} could not be pulled: {error}")
-    if problems:
-        raise ContainerEngineError(
-            "; ".join(problems) + " (build or load it first, e.g. `podman images` lists them)"
-        )
+        policies.setdefault(run.image, run.pull)
+    missing = {}
+    for image, pull in policies.items():
+        problem = image_problem(engine, image, pull)
+        if problem is not None:
+            missing[image] = problem
+    return missing
+
+
+def image_problem(engine: ContainerEngine, image: str, pull: PullPolicy) -> MissingImage | None:
+    """Why ``image`` cannot be had now under ``pull`` (None: it is there), in the kubelet's words."""
+    if pull is not PullPolicy.ALWAYS and engine.has_image(image):
+        return None
+    if pull is PullPolicy.NEVER:
+        message = f'Container image "{image}" is not present with pull policy of Never'
+        return MissingImage(image, pull, "ErrImageNeverPull", message)
+    error = engine.pull(image)
+    if error is None:
+        return None
+    return MissingImage(image, pull, "ErrImagePull", f'failed to pull image "{image}": {error}')
+
+
+def _memory_limit(container: dict[str, Any]) -> str | None:
+    limit = ((container.get("resources") or {}).get("limits") or {}).get("memory")
+    return None if limit is None else str(limit)
 
 
 def _in_place_restart(pod_policy: str) -> InPlaceRestart:
@@ -493,6 +625,35 @@ def _in_place_restart(pod_policy: str) -> InPlaceRestart:
         return InPlaceRestart(pod_policy)
     except ValueError:
         return InPlaceRestart.NEVER
+
+
+def kernel_logged_oom_kill(container_id: str, kernel_log: Path = KERNEL_LOG) -> bool:
+    """Whether the kernel's log (``/dev/kmsg``, readable by root) records an OOM kill in a memory cgroup named
+    after ``container_id`` (``oom-kill:...,oom_memcg=/libpod_parent/libpod-<id>,...``); False where it cannot
+    be read."""
+    try:
+        descriptor = os.open(kernel_log, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        while True:
+            try:
+                record = os.read(descriptor, 8192)
+            except BlockingIOError:
+                return False  # read to its end
+            except BrokenPipeError:
+                continue  # a record was overwritten while reading: go on with the next one
+            except OSError:
+                return False
+            if not record:
+                return False
+            # One record per read: "<priority>,<sequence>,<time>,<flags>;<message>" (then " KEY=value" lines).
+            for line in record.decode("utf-8", errors="replace").splitlines():
+                message = line.partition(";")[2]
+                if message.startswith("oom-kill:") and container_id in message:
+                    return True
+    finally:
+        os.close(descriptor)
 
 
 def make_substrate(runtime: Runtime, options: ProcessOptions) -> Substrate:

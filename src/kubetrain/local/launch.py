@@ -150,6 +150,7 @@ def launch_spec(
         # ``workingDir`` is a path inside the image, like ``image`` itself: replicas run in ``cwd``.
         cwd=cwd,
         restart=_in_place_restart(pod_policy),
+        container=str(container.get("name") or ""),
     )
 
 

@@ -16,6 +16,9 @@ from typing import TextIO
 LINE_LIMIT = 1 << 20
 """Longest line read in one piece; longer lines are emitted in pieces of this size."""
 
+TAIL_CHARACTERS = 4096
+"""How much of an attempt's output is kept for its diagnosis (its last lines)."""
+
 LineHandler = Callable[[str, str], None]
 """Called with (replica prefix such as ``worker-1``, one line without its newline)."""
 
@@ -58,6 +61,28 @@ class ReplicaLog:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+    def size(self) -> int:
+        """The log file's length so far (where the next attempt's output will begin)."""
+        try:
+            return self.path.stat().st_size
+        except OSError:
+            return 0
+
+    def tail(self, start: int, characters: int = TAIL_CHARACTERS) -> str | None:
+        """The end of what was written from offset ``start`` on (one attempt's output): at most
+        ``characters`` of it, from a line's start; None when it wrote nothing."""
+        try:
+            with self.path.open("rb") as handle:
+                end = handle.seek(0, 2)
+                handle.seek(max(start, end - characters))
+                data = handle.read()
+        except OSError:
+            return None
+        if start < end - characters:
+            data = data.partition(b"\n")[2]  # from the first whole line
+        text = data.decode("utf-8", errors="replace")
+        return text or None
 
     def write(self, line: str) -> None:
         if self._file is not None:

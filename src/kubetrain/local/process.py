@@ -19,10 +19,12 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 
-from kubetrain.engine.types import ObservedReplica, Phase
+from kubetrain.engine.diagnosis import CRASH_LOOP_BACK_OFF, OOM_REASON
+from kubetrain.engine.types import ObservedContainer, ObservedReplica, Phase
 from kubetrain.local.logs import LINE_LIMIT, ReplicaLog
 
 CANNOT_START_EXIT_CODE = 127
@@ -64,6 +66,12 @@ class LaunchSpec:
     env: dict[str, str]
     cwd: Path
     restart: InPlaceRestart
+    container: str = ""
+    """The pod template's main container: what a finding about this replica names."""
+    image: str = ""
+    """Its image (containers only; a process ignores it)."""
+    memory_limit: str | None = None
+    """Its ``resources.limits.memory`` as written, where the runtime enforces it (containers)."""
 
 
 @dataclass
@@ -76,6 +84,12 @@ class ProcessState:
     finished_at: float | None = None
     history: list[int] = field(default_factory=list)
     """Exit codes of earlier attempts, oldest first."""
+    last_lines: str | None = None
+    """The end of what the last finished attempt wrote (its log's tail)."""
+    oom_killed: bool = False
+    """The last finished attempt was killed for running out of memory (containers under a memory limit)."""
+    backing_off: bool = False
+    """Waiting out the pause before an in-place restart (a kubelet's CrashLoopBackOff)."""
 
 
 class ReplicaProcess:
@@ -92,6 +106,8 @@ class ReplicaProcess:
         self._stopping = False
         self._start_failed = False
         self._stop_requested = asyncio.Event()
+        self._log_start = 0
+        """Where the current attempt's output begins in the log file."""
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -107,8 +123,10 @@ class ReplicaProcess:
         self._supervisor = asyncio.create_task(self._supervise(), name=f"supervise {self.spec.prefix}")
 
     def _fail_to_start(self, error: OSError) -> None:
-        self.log.write(f"kubetrain: cannot start {self.spec.argv[0]!r}: {error.strerror or error}")
+        message = f"kubetrain: cannot start {self.spec.argv[0]!r}: {error.strerror or error}"
+        self.log.write(message)
         self.log.close()
+        self.state.last_lines = message
         self.state.running = False
         self.state.exit_code = CANNOT_START_EXIT_CODE
         self.state.history.append(CANNOT_START_EXIT_CODE)
@@ -128,6 +146,7 @@ class ReplicaProcess:
             start_new_session=True,
         )
         process = asyncio.subprocess.Process(transport, protocol, loop)
+        self._log_start = self.log.size()
         self._process = process
         self._exited = protocol.exited
         self.state.pid = process.pid
@@ -149,6 +168,8 @@ class ReplicaProcess:
             kill_group(process.pid, signal.SIGKILL)
             await _settle(pump)
             code = exit_code_of(returncode)
+            self.state.oom_killed = await self._killed_for_memory(code)
+            self.state.last_lines = self.log.tail(self._log_start)
             self.state.running = False
             self.state.exit_code = code
             self.state.finished_at = time.time()
@@ -158,10 +179,12 @@ class ReplicaProcess:
                 self._on_change()
                 return
             self.state.restarts += 1
+            self.state.backing_off = True
             self._on_change()
             # Wait out the back-off, but a stop request ends the wait at once.
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop_requested.wait(), restart_delay(self.state.restarts))
+            self.state.backing_off = False
             if self._stopping:
                 self.log.close()
                 self._on_change()
@@ -198,6 +221,11 @@ class ReplicaProcess:
         """Called before every start and in-place restart (a container must not exist twice)."""
         return None
 
+    async def _killed_for_memory(self, exit_code: int) -> bool:
+        """Whether the attempt that just ended with ``exit_code`` was killed for running out of memory. A
+        process's cannot be told from any other SIGKILL; a container's runtime can tell."""
+        return False
+
     def kill_now(self) -> None:
         """SIGKILL the group at once (a second Ctrl-C)."""
         self._stopping = True
@@ -226,6 +254,30 @@ class ReplicaProcess:
             restart_count=state.restarts,
             terminating=self._stopping and not self.finished,
             ready=state.running,
+            containers=(self.observe_container(),),
+        )
+
+    def observe_container(self) -> ObservedContainer:
+        """The main container as a kubelet reports it: since when it runs, its back-off, its last end."""
+        state = self.state
+        last_code = state.history[-1] if state.history else None
+        if state.oom_killed:
+            last_reason: str | None = OOM_REASON
+        elif last_code is not None:
+            last_reason = "Completed" if last_code == 0 else "Error"
+        else:
+            last_reason = None
+        running_since = state.started_at if state.running else None
+        return ObservedContainer(
+            name=self.spec.container or self.spec.prefix,
+            image=self.spec.image,
+            running_since=None if running_since is None else datetime.fromtimestamp(running_since, UTC),
+            waiting_reason=CRASH_LOOP_BACK_OFF if state.backing_off else None,
+            last_exit_code=last_code,
+            last_reason=last_reason,
+            last_lines=state.last_lines,
+            memory_limit=self.spec.memory_limit,
+            restart_count=state.restarts,
         )
 
 

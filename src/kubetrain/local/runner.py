@@ -29,6 +29,7 @@ from typing import Any
 from kubetrain.api.common import ConditionType
 from kubetrain.api.jobs import TrainingJob
 from kubetrain.api.progress import ProgressHistory, StatusTarget, TrainerStatus
+from kubetrain.engine.diagnosis import Finding
 from kubetrain.engine.planning import desired_replicas, plan_replica
 from kubetrain.engine.reconciler import reconcile
 from kubetrain.engine.types import (
@@ -62,6 +63,8 @@ from kubetrain.progress.server import Reporter
 POLL_INTERVAL = 1.0
 """Reconcile at least this often even when nothing is reported (a safety net, not the mechanism)."""
 KEPT_EVENTS = 50
+MAX_ANNOUNCED = 1000
+"""Distinct findings a run announces; past that many (a message that changes without end) it stops."""
 FINISH_DRAIN = 2.0
 """Seconds replicas still running when the job finishes get to exit by themselves before being stopped."""
 RESTART_REASON = "restart"
@@ -133,6 +136,10 @@ class LocalRun:
         self.display = options.display or make_display(names, quiet=options.quiet)
         self.processes: dict[ReplicaKey, Replica] = {}
         self.events: list[dict[str, str]] = []
+        self.findings: tuple[Finding, ...] = ()
+        """What the last reconcile diagnosed (``engine.diagnosis``)."""
+        self._announced: set[tuple[str, str]] = set()
+        """``(reason, message)`` of every finding said so far."""
         self._replaced: dict[ReplicaKey, tuple[int, list[int]]] = {}
         """Per replica, the restarts and exit codes of processes already deleted (ExitCode restarts)."""
         self._changed = asyncio.Event()
@@ -195,6 +202,7 @@ class LocalRun:
             decision = reconcile(self.job, observation, datetime.now(UTC), self.traits)
             self.job = self.job.with_status(decision.status)
             await self._carry_out(decision.actions)
+            self._diagnosed(decision.findings, decision.actions)
             self._record(finished=False)
             self.display.status(self._snapshot())
             if self.job.status.is_true(ConditionType.SUSPENDED) and not self._said_suspended:
@@ -255,6 +263,20 @@ class LocalRun:
         if event.type is EventType.WARNING:
             # Normal events repeat the condition changes the display already shows.
             self.display.note(f"{event.type} {event.reason}: {event.message}")
+
+    def _diagnosed(self, findings: tuple[Finding, ...], actions: tuple[Action, ...]) -> None:
+        """Each distinct finding becomes a Warning event once, when it first appears, not on every reconcile:
+        the runner has no Event to fold repeats into, and a crash loop that pauses while its replica runs
+        again is the same one. One that repeats an event of the same Decision (the Stalled condition's) is
+        not said twice."""
+        said = {(a.reason, a.message) for a in actions if isinstance(a, EmitEvent)}
+        for finding in findings:
+            key = (finding.reason, finding.message)
+            if key not in self._announced and len(self._announced) < MAX_ANNOUNCED:
+                self._announced.add(key)
+                if key not in said:
+                    self._event(EmitEvent(EventType.WARNING, finding.reason, finding.message))
+        self.findings = findings
 
     def accept(self, target: StatusTarget, status: TrainerStatus, reporter: Reporter) -> None:
         """An accepted report (the ``ReportSink``): the job's latest, and a point of its history."""
@@ -333,6 +355,10 @@ class LocalRun:
                 interrupted=interrupted,
                 events=self.events,
                 runtime=self.substrate.runtime,
+                findings=[
+                    {"reason": f.reason, "message": f.message, "replicas": list(f.replicas)}
+                    for f in self.findings
+                ],
                 progress_history=self.history.to_json(),
             )
         )

@@ -67,6 +67,9 @@ class RunRecord:
     events: list[dict[str, str]] = field(default_factory=list)
     runtime: str = "process"
     """What ran the replicas (``--runtime``): deleting a container run removes its containers too."""
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    """The run's diagnosis as of its last reconcile (``engine.diagnosis.Finding``: reason, message,
+    replicas): what ``describe --local`` and ``get_job_diagnosis`` show."""
     progress_history: dict[str, Any] = field(default_factory=dict)
     """The job's progress reports over the run, thinned (``api.progress.ProgressHistory.to_json``; kept as
     plain data here so that listing runs needs no model). The latest report is in the job's status."""
@@ -136,6 +139,7 @@ class RunRecord:
             interrupted=bool(data.get("interrupted", False)),
             events=list(data.get("events", [])),
             runtime=str(data.get("runtime", "process")),
+            findings=list(data.get("findings", [])),
             progress_history=_mapping(data.get("progress_history")),
         )
 

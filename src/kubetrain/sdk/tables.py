@@ -1,5 +1,6 @@
-"""What ``get``, ``describe`` and the Jobs view show of a job: pure functions from jobs, pods and events to
-rows and text. Here, below both front ends, so the CLI and the dashboard print the same cells from one code.
+"""What ``get``, ``describe`` and the Jobs view show of a job: pure functions from jobs, pods, events and
+findings to rows and text. Here, below both front ends, so the CLI and the dashboard print the same cells from
+one code.
 
 Columns follow the CRDs' printer columns (NAME, STATE, PROGRESS, AGE) with ETA (the training's own estimate
 of the time left, counted down since it reported), REPLICAS (``Worker 2/3``: active of desired, per replica
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from lightkube.resources.core_v1 import Pod
 
     from kubetrain.api.jobs import TrainingJob
+    from kubetrain.engine.diagnosis import Finding
     from kubetrain.sdk.backends.base import JobEvent
 
 
@@ -151,12 +153,20 @@ def plain_table(header: Sequence[str], rows: Sequence[Sequence[str]], indent: st
     return "\n".join(lines)
 
 
-def describe(job: TrainingJob, pods: Sequence[Pod], events: Sequence[JobEvent], now: datetime) -> str:
-    """``kubectl describe``-style text: summary, run policy, replicas, pods, conditions, events."""
+def describe(
+    job: TrainingJob,
+    pods: Sequence[Pod],
+    events: Sequence[JobEvent],
+    now: datetime,
+    findings: Sequence[Finding] = (),
+) -> str:
+    """``kubectl describe``-style text: what is wrong now (when anything is), summary, run policy, replicas,
+    pods, conditions, events."""
     policy = job.run_policy
     created = job.metadata.creation_timestamp
     state = str(job.status.conditions[-1].type) if job.status.conditions else ""
-    lines = [
+    lines = diagnosis(findings)
+    lines += [
         f"Name:          {job.name}",
         f"Namespace:     {job.namespace}",
         f"Kind:          {job.KIND} ({job.API_VERSION})",
@@ -224,6 +234,14 @@ def describe(job: TrainingJob, pods: Sequence[Pod], events: Sequence[JobEvent], 
     else:
         lines.append("  <none>")
     return "\n".join(lines)
+
+
+def diagnosis(findings: Sequence[Finding]) -> list[str]:
+    """``Diagnosis:`` and one ``<reason>: <message>`` line per finding; nothing at all when there is none, so
+    a resolved finding leaves no trace at the top (its Warning event stays under Events)."""
+    if not findings:
+        return []
+    return ["Diagnosis:", *(f"  {finding.reason}: {finding.message}" for finding in findings)]
 
 
 def _or_none(value: object) -> str:

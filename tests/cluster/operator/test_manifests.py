@@ -109,6 +109,7 @@ def allowed(api: KubeApi, verb: str, resource: str) -> bool:
         ("update", "configmaps"),
         ("create", "roles.rbac.authorization.k8s.io"),
         ("create", "pods/exec"),
+        ("get", "pods/log"),  # a crash-looping container's previous run (kube/previous_logs.py)
         ("list", "priorityclasses.scheduling.k8s.io"),
         ("create", "jobs.batch"),
         ("patch", "jobs.batch/status"),

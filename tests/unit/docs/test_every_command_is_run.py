@@ -45,6 +45,7 @@ def test_the_only_python_block_of_the_quick_start_is_the_sdk_one_the_local_tier_
     ids=lambda p: p.name,
 )
 def test_every_fence_is_one_the_tests_run(page: Path) -> None:
-    """A ```bash or unlabelled block would show commands no test runs."""
+    """A ```bash or unlabelled block would show commands no test runs. A ```text block shows output a test
+    checks line by line (operations.md's diagnosis examples: test_diagnosis_examples.py)."""
     languages = set(FENCE.findall(page.read_text())[::2])
-    assert languages <= {"sh", "console", "python"}
+    assert languages <= {"sh", "console", "python", "text"}

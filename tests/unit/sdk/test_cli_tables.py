@@ -14,6 +14,7 @@ from builders import job
 from kubetrain.api.common import JobCondition, JobStatus, ReplicaStatus
 from kubetrain.api.jobs import TrainingJob
 from kubetrain.api.summary import JobSummary
+from kubetrain.engine.diagnosis import Finding
 from kubetrain.sdk import tables
 from kubetrain.sdk.backends.base import JobEvent
 
@@ -132,3 +133,23 @@ def test_describe_has_every_section_with_the_jobs_facts() -> None:
     ]
     assert "SuccessfulCreatePod" in text.split("Events:")[1]
     assert re.search(r"Running\s+True\s+Running\s+<unknown>\s+it runs", text)
+
+
+def test_describe_starts_with_the_diagnosis_one_line_per_finding() -> None:
+    findings = [
+        Finding("GangDeadlock", "pod mnist-worker-2 cannot be scheduled (...)", ("mnist-worker-2",)),
+        Finding("CrashLoop", "pod mnist-master-0 is in a crash loop: ...", ("mnist-master-0",)),
+    ]
+
+    text = tables.describe(running_job(), [], [], NOW, findings)
+
+    assert text.splitlines()[:4] == [
+        "Diagnosis:",
+        "  GangDeadlock: pod mnist-worker-2 cannot be scheduled (...)",
+        "  CrashLoop: pod mnist-master-0 is in a crash loop: ...",
+        "Name:          mnist",
+    ]
+
+
+def test_describe_of_a_job_with_nothing_wrong_has_no_diagnosis_section() -> None:
+    assert tables.describe(running_job(), [], [], NOW, []).startswith("Name:")

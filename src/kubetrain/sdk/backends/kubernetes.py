@@ -9,7 +9,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
@@ -24,6 +24,7 @@ from kubetrain.api.jobs import TrainingJob
 from kubetrain.api.manifest import job_shell, parse_job
 from kubetrain.api.progress import ProgressHistory
 from kubetrain.engine.diagnosis import Finding
+from kubetrain.engine.types import Observation
 from kubetrain.frameworks.labels import JOB_NAME_LABEL
 from kubetrain.sdk.backends.base import JobEvent, LogLine
 from kubetrain.sdk.errors import (
@@ -46,6 +47,8 @@ REQUEST_TIMEOUT = 30.0
 POD_START_POLL = 0.5
 RETRY_DELAYS = (0.2, 0.5, 1.0, 2.0)
 RETRIED_STATUSES = frozenset({429, 503})
+PREVIOUS_LOG_LINES = 20
+PREVIOUS_LOG_CHARACTERS = 2048
 KUBELET_PORT = ":10250"
 """Log requests the API server could not forward to a kubelet name this port in their error."""
 
@@ -504,4 +507,59 @@ class KubernetesBackend:
         raise NotImplementedError("progress history: being built on its branch")
 
     def diagnose(self, kind: JobKind, namespace: str, name: str) -> list[Finding]:
-        raise NotImplementedError("diagnosis: being built on its branch")
+        """As the operator diagnoses the job: its pods observed as the operator observes them, the previous
+        log of each crash-looping container a finding quotes read once, then ``engine.diagnosis``."""
+        from kubetrain.engine.admission import admit
+        from kubetrain.engine.diagnosis import diagnose, quoted_crash_loops
+        from kubetrain.kube.observe import ContainerKey, observe_pod, replica_identity, with_last_lines
+
+        job = self.get(kind, namespace, name)
+        framework = kind.framework
+        # As the operator plans it (defaults: replica counts, policies); an invalid one is read as it is (its
+        # InvalidSpec condition says why).
+        with contextlib.suppress(InvalidJobError):
+            job = admit(job, framework)
+        uid = job.metadata.uid
+        pods = [
+            pod.to_dict()
+            for pod in self.pods(namespace, name, {JOB_NAME_LABEL: name})
+            if uid is None or _controlled_by(pod, uid)
+        ]
+        observed = [r for r in (observe_pod(pod, job, framework) for pod in pods) if r is not None]
+        now = datetime.now(UTC)
+        by_identity = {replica_identity(pod, job, framework): pod for pod in pods}
+        lines: dict[ContainerKey, str] = {}
+        for replica, container in quoted_crash_loops(job, framework, observed, now):
+            pod = by_identity.get((replica.replica_type, replica.index))
+            if pod is not None:
+                lines[(replica.replica_type, replica.index, container.name)] = self._previous_log(
+                    namespace, str(pod["metadata"]["name"]), container.name
+                )
+        replicas = with_last_lines(Observation(replicas=tuple(observed)), lines).replicas
+        return list(diagnose(job, framework, replicas, now).findings)
+
+    def _previous_log(self, namespace: str, pod: str, container: str) -> str:
+        """The tail of ``container``'s previous run (``kubectl logs --previous``), or "" where it cannot be
+        read: the finding is shown without it. lightkube's ``log`` has no ``previous``, so the request is
+        built as it builds its own."""
+        from lightkube.resources.core_v1 import PodLog
+
+        client = self.client._client
+        request = client.prepare_request(
+            "get",
+            PodLog,
+            name=pod,
+            namespace=namespace,
+            params={"container": container, "previous": True, "tailLines": PREVIOUS_LOG_LINES},
+        )
+        try:
+            response = client.send(client.build_adapter_request(request))
+        except httpx2.HTTPError:
+            return ""
+        return response.text[-PREVIOUS_LOG_CHARACTERS:] if response.status_code == 200 else ""
+
+
+def _controlled_by(pod: Pod, uid: str) -> bool:
+    """Owned by the job itself (not a pod of an older job of the same name, or of its batch Job)."""
+    references = (pod.metadata.ownerReferences if pod.metadata else None) or []
+    return any(r.controller and r.uid == uid for r in references)

@@ -304,7 +304,21 @@ class LocalBackend:
         return ProgressHistory.from_json(record.progress_history if record is not None else None)
 
     def diagnose(self, kind: JobKind, namespace: str, name: str) -> list[Finding]:
-        raise NotImplementedError("diagnosis: being built on its branch")
+        """What the runner diagnosed at its last reconcile (it keeps its findings in status.json): current
+        while the run goes on; for a finished run, what it showed as it ended (the OOM kill that failed it).
+        A run whose runner is gone shows nothing: nothing it recorded is current any more."""
+        self.get(kind, namespace, name)
+        record = RunDirectory(self.state_dir, name).read()
+        if record is None or record.stale:
+            return []
+        return [
+            Finding(
+                str(f.get("reason", "")),
+                str(f.get("message", "")),
+                tuple(str(r) for r in f.get("replicas", [])),
+            )
+            for f in record.findings
+        ]
 
 
 def _merge(target: Any, patch: Any) -> Any:
