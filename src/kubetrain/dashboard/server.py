@@ -484,8 +484,9 @@ class Dashboard:
         def text() -> str:
             job = client.get_job(ref.name, ref.namespace, kind_argument(ref.kind))
             pods = client.get_job_pods(ref.name, ref.namespace)
-            found = client.get_job_events(ref.name, ref.namespace, kind_argument(ref.kind))
-            return tables.describe(job, pods, found, datetime.now(UTC))
+            events = client.get_job_events(ref.name, ref.namespace, kind_argument(ref.kind))
+            findings = client.get_job_diagnosis(ref.name, ref.namespace, kind_argument(ref.kind))
+            return tables.describe(job, pods, events, datetime.now(UTC), findings)
 
         return web.Response(text=await asyncio.to_thread(text), content_type="text/plain")
 
