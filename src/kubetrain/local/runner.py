@@ -49,7 +49,7 @@ from kubetrain.local.display import ConditionView, Display, Snapshot, make_displ
 from kubetrain.local.gpus import detect_gpus
 from kubetrain.local.launch import short_name
 from kubetrain.local.logs import ReplicaLog
-from kubetrain.local.state import ReplicaRecord, RunDirectory, RunRecord
+from kubetrain.local.state import ReplicaRecord, RunDirectory, RunRecord, wire_time
 from kubetrain.local.status_endpoint import RunStatusEndpoint
 from kubetrain.local.substrate import (
     ProcessOptions,
@@ -135,7 +135,7 @@ class LocalRun:
         names = [short_name(*key) for key in self.plans]
         self.display = options.display or make_display(names, quiet=options.quiet)
         self.processes: dict[ReplicaKey, Replica] = {}
-        self.events: list[dict[str, str]] = []
+        self.events: list[dict[str, Any]] = []
         self.findings: tuple[Finding, ...] = ()
         """What the last reconcile diagnosed (``engine.diagnosis``)."""
         self._announced: set[tuple[str, str]] = set()
@@ -255,11 +255,13 @@ class LocalRun:
             )
 
     def _event(self, event: EmitEvent) -> None:
-        self.events = [
-            *self.events,
-            {"type": str(event.type), "reason": event.reason, "message": event.message},
-        ]
-        self.events = self.events[-KEPT_EVENTS:]
+        """Kept as a cluster keeps Events: stamped with when it last happened, and a repeat of one already
+        kept (the engine says some on every reconcile) folded into it with a count."""
+        key = {"type": str(event.type), "reason": event.reason, "message": event.message}
+        earlier = next((e for e in self.events if all(e.get(k) == v for k, v in key.items())), None)
+        count = int(earlier.get("count", 1)) + 1 if earlier is not None else 1
+        kept = [e for e in self.events if e is not earlier]
+        self.events = [*kept, {**key, "count": count, "lastTimestamp": wire_time(time.time())}][-KEPT_EVENTS:]
         if event.type is EventType.WARNING:
             # Normal events repeat the condition changes the display already shows.
             self.display.note(f"{event.type} {event.reason}: {event.message}")

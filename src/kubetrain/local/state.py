@@ -64,7 +64,8 @@ class RunRecord:
     finished: bool = False
     """The runner has ended (the job finished, or the run was interrupted)."""
     interrupted: bool = False
-    events: list[dict[str, str]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    """The run's events as a cluster keeps them: type, reason, message, count, lastTimestamp."""
     runtime: str = "process"
     """What ran the replicas (``--runtime``): deleting a container run removes its containers too."""
     findings: list[dict[str, Any]] = field(default_factory=list)
@@ -103,7 +104,7 @@ class RunRecord:
         job = dict(self.job)
         metadata = dict(job.get("metadata") or {})
         if not metadata.get("creationTimestamp"):
-            metadata["creationTimestamp"] = _wire_time(self.runner_started_at)
+            metadata["creationTimestamp"] = wire_time(self.runner_started_at)
         job["metadata"] = metadata
         stopped = self._stopped_condition()
         if stopped is not None and not is_finished(job):
@@ -121,7 +122,7 @@ class RunRecord:
             reason = "LocalRunInterrupted"
         else:
             return None
-        now = _wire_time(time.time())
+        now = wire_time(time.time())
         times = {"lastUpdateTime": now, "lastTransitionTime": now}
         return {"type": "Failed", "status": "True", "reason": reason, "message": message, **times}
 
@@ -187,7 +188,7 @@ def _mapping(value: object) -> dict[str, Any]:
     return dict(value) if isinstance(value, Mapping) else {}
 
 
-def _wire_time(seconds: float) -> str:
+def wire_time(seconds: float) -> str:
     """A Kubernetes ``metav1.Time``: RFC 3339 in UTC, second precision."""
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 

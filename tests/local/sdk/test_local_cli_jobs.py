@@ -84,6 +84,24 @@ def test_describe_shows_replicas_pods_conditions_and_events(kubetrain: Any, tmp_
     assert "PyTorchJob told is successfully completed." in text.split("Events:")[1]
 
 
+def test_a_local_runs_events_have_their_age_and_repeats_fold_into_one_with_a_count(
+    kubetrain: Any, tmp_path: Path, state_dir: Path
+) -> None:
+    path = manifest(tmp_path, "aged", RANK_LAST, RANK)
+    job = yaml.safe_load(path.read_text())
+    # A template restartPolicy is warned about at each replica's creation: twice for the two workers.
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["restartPolicy"] = "Always"
+    path.write_text(yaml.safe_dump(job))
+    kubetrain("submit", str(path))
+    kubetrain("wait", "aged", "--timeout=60s")
+    events = TrainingClient(backend="local", state_dir=state_dir).get_job_events("aged")
+    assert events and all(event.last_seen is not None for event in events)
+    warned = [event for event in events if event.reason == "SetPodTemplateRestartPolicy"]
+    assert [event.count for event in warned] == [2]
+    rows = kubetrain("describe", "pytorchjob", "aged").stdout.split("Events:")[1].splitlines()[2:]
+    assert rows and all(re.match(r"\s+\S+\s+\S+\s+\d+s\s", row) for row in rows), rows
+
+
 def test_waiting_on_a_failing_job_exits_1_with_the_condition_message(kubetrain: Any, tmp_path: Path) -> None:
     kubetrain("submit", str(manifest(tmp_path, "boom", "raise SystemExit(3)")))
     waited = kubetrain("wait", "pytorchjob/boom", "--timeout=60s")

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator, Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -196,10 +197,12 @@ class LocalBackend:
             return []
         return [
             JobEvent(
-                type=e.get("type", ""),
-                reason=e.get("reason", ""),
-                message=e.get("message", ""),
+                type=str(e.get("type", "")),
+                reason=str(e.get("reason", "")),
+                message=str(e.get("message", "")),
                 involved=f"{kind}/{job_name}",
+                count=int(e.get("count", 1)),
+                last_seen=_event_time(e.get("lastTimestamp")),
             )
             for e in record.events
         ]
@@ -418,3 +421,13 @@ def _follow_logs(
     for pod in replicas:
         if partial[pod]:
             yield LogLine(pod, partial[pod])
+
+
+def _event_time(value: object) -> datetime | None:
+    """A recorded event's ``lastTimestamp``; None for a record written before runs stamped their events."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
