@@ -110,7 +110,14 @@ def issue(names: Sequence[str], now: datetime.datetime | None = None) -> TlsCred
     cert = (
         x509.CertificateBuilder()
         .subject_name(
-            x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0] if names else "kubetrain")])
+            # Clients match the SAN, not the CN, which may not exceed 64 characters (a long FQDN would).
+            x509.Name(
+                [
+                    x509.NameAttribute(
+                        NameOID.COMMON_NAME, names[0] if names and len(names[0]) <= 64 else "kubetrain"
+                    )
+                ]
+            )
         )
         .issuer_name(ca_name)
         .public_key(key.public_key())

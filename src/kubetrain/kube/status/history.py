@@ -33,35 +33,23 @@ from kubetrain.frameworks.labels import JOB_NAME_LABEL
 from kubetrain.kube.runtime.client import raise_for_status
 from kubetrain.kube.runtime.http import HttpApi
 from kubetrain.kube.runtime.store import KubeObject, Store
+from kubetrain.kube.status.history_config_map import (
+    COMPONENT,
+    COMPONENT_LABEL,
+    HISTORY_KEY,
+    history_config_map_name,
+    owned_by,
+    read_history,
+)
 from kubetrain.progress.server import Reporter
 
 log = logging.getLogger(__name__)
 
-HISTORY_KEY = "history.json"
-COMPONENT_LABEL = "app.kubernetes.io/component"
-COMPONENT = "progress-history"
 FLUSH_PERIOD = 12.0
 FIRST_FLUSH = 2.0
 """A job's first points are written soon, so its curve appears in seconds."""
 IDLE_AFTER = 300.0
 MAX_JOBS = 5_000
-
-
-def history_config_map_name(job_name: str) -> str:
-    return f"{job_name}-progress-history"
-
-
-def read_history(config_map: KubeObject, job_uid: str) -> ProgressHistory:
-    """The history a ConfigMap holds for the job of ``job_uid``; empty when it is another's (a job that
-    had the name before) or unreadable."""
-    owners = (config_map.get("metadata") or {}).get("ownerReferences") or ()
-    if not any(owner.get("uid") == job_uid for owner in owners):
-        return ProgressHistory()
-    text = (config_map.get("data") or {}).get(HISTORY_KEY)
-    try:
-        return ProgressHistory.from_json(json.loads(text)) if isinstance(text, str) else ProgressHistory()
-    except ValueError:
-        return ProgressHistory()
 
 
 @dataclass
@@ -154,7 +142,7 @@ class HistoryRecorder:
                 else:
                     raise_for_status(current, current.content)
                     stored = current.json()
-                    if not _owned_by(stored, followed.job_uid):
+                    if not owned_by(stored, followed.job_uid):
                         # Not this job's (a previous job of the name, not yet collected, or the user's own):
                         # never written over; the points wait for the next period.
                         log.info("status endpoint: %s is not %s's; its history waits", path, target.key)
@@ -206,7 +194,3 @@ class HistoryRecorder:
 
 def _uid(obj: KubeObject) -> str:
     return str((obj.get("metadata") or {}).get("uid") or "")
-
-
-def _owned_by(obj: KubeObject, uid: str) -> bool:
-    return any(owner.get("uid") == uid for owner in (obj.get("metadata") or {}).get("ownerReferences") or ())

@@ -98,3 +98,9 @@ def test_a_secret_without_a_key_is_unreadable_and_says_which_keys_it_needs() -> 
 def test_a_secret_with_text_that_is_not_base64_is_unreadable() -> None:
     with pytest.raises(UnreadableSecretError, match="base64"):
         from_secret({"data": {"ca.crt": "not base64!"}})
+
+
+def test_a_name_longer_than_a_common_name_may_be_still_gets_credentials() -> None:
+    names = [f"training-operator-status.{'a-long-namespace-name-' * 3}.svc"]
+    stored = renewed(None, names, NOW)
+    assert stored is not None and stored.current.covers(names)

@@ -14,7 +14,8 @@ from kubetrain.api.progress import Metric, ProgressHistory, StatusTarget, Traine
 from kubetrain.kube.runtime.store import ChangeType, Store
 from kubetrain.kube.status import history as module
 from kubetrain.kube.status.authenticator import PodReporter
-from kubetrain.kube.status.history import FIRST_FLUSH, FLUSH_PERIOD, IDLE_AFTER, HistoryRecorder, read_history
+from kubetrain.kube.status.history import FIRST_FLUSH, FLUSH_PERIOD, IDLE_AFTER, HistoryRecorder
+from kubetrain.kube.status.history_config_map import read_history
 
 from .fakes import ObjectApi
 
