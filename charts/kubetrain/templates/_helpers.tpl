@@ -44,3 +44,8 @@ v2beta1 MPIJobs unreconciled.) Names as `kubetrain operator --enable-scheme` tak
 {{- end -}}
 {{- toJson (default (list) $schemes) -}}
 {{- end -}}
+
+{{/* The status endpoint's headless Service: its name is in the operator's certificate and the pods' URL. */}}
+{{- define "kubetrain.statusServiceName" -}}
+{{- printf "%s-status" (include "kubetrain.fullname" . | trunc 56 | trimSuffix "-") -}}
+{{- end -}}
