@@ -1,6 +1,7 @@
 """Progress reports on the real node: a PyTorchJob whose script reports with the standard library and the
-three injected variables alone, to the in-cluster operator's status endpoint (the standalone overlay as it
-ships: HTTPS through the headless Service, a projected token, the CA from the namespace's ConfigMap).
+three injected variables alone (docs/progress.md's own example), to the in-cluster operator's status endpoint
+(the standalone overlay as it ships: HTTPS through the headless Service, a projected token, the CA from the
+namespace's ConfigMap).
 
 Its progress is in ``kubectl get``, ``kubetrain get`` and the SDK within 5 s of a report; another job's token,
 no token, a token of another job's pod and a flood are refused (401, 401, 403, 429) and change nothing; and a
@@ -16,11 +17,13 @@ import socket
 import ssl
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from builders import container, manifest
+from docs_blocks import section_text
 from e2e.realpods import TEST_IMAGE, RealCluster, wait_until
 from kubetrain.sdk.client import TrainingClient
 
@@ -29,45 +32,54 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 SERVICE = "training-operator-status.kubeflow.svc"
 STEPS = 20
 
-# What a training script needs to report, and nothing else: the standard library and the three variables.
-REPORTING = """
-import json, os, ssl, time, urllib.error, urllib.request
-
-URL = os.environ["KUBEFLOW_TRAINER_STATUS_SERVER_URL"]
-CA = os.environ["KUBEFLOW_TRAINER_STATUS_SERVER_CA_CERT"]
-TOKEN = os.environ["KUBEFLOW_TRAINER_STATUS_SERVER_TOKEN"]
-
-
-def post(url, body, token=True):
-    headers = {"Content-Type": "application/json"}
-    if token:
-        with open(TOKEN) as file:  # read again each time: the kubelet renews it
-            headers["Authorization"] = "Bearer " + file.read().strip()
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST", headers=headers)
-    context = ssl.create_default_context(cafile=CA)
-    try:
-        with urllib.request.urlopen(request, context=context, timeout=10) as answer:
-            return answer.status
-    except urllib.error.HTTPError as error:
-        return error.code
-"""
+DOCS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "progress.md"
+PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```$", re.MULTILINE | re.DOTALL)
+[DOCUMENTED_REPORT] = PYTHON_BLOCK.findall(section_text(DOCS_PAGE, "On a cluster"))
+"""The page's stdlib reporter, ``report(progress, remaining_seconds, **metrics)``, as the page shows it."""
 
 REPORTER = (
-    REPORTING
+    DOCUMENTED_REPORT
     + f"""
+import time
 for step in range(1, {STEPS} + 1):
-    report = {{"progressPercentage": step * 100 // {STEPS}, "estimatedRemainingSeconds": {STEPS} - step,
-              "metrics": [{{"name": "loss", "value": str(round(2.0 / step, 4))}}]}}
-    code = post(URL, {{"trainerStatus": report}})
-    progress = report["progressPercentage"]
+    progress = step * 100 // {STEPS}
+    code = report(progress, {STEPS} - step, loss=round(2.0 / step, 4))
     print(f"step {{step}} progress {{progress}} code {{code}} at {{time.time():.3f}}", flush=True)
     time.sleep(1)
 """
 )
 
-INTRUDER = (
-    REPORTING
+HANGS = (
+    DOCUMENTED_REPORT
     + """
+import time
+print("reported", report(5, 600, loss=1.5), flush=True)
+time.sleep(3600)  # alive and silent: hung
+"""
+)
+
+# Requests no reporter should make: to another job's URL, and without a token (the standard library again).
+INTRUDER = """
+import json, os, ssl, time, urllib.error, urllib.request
+
+URL = os.environ["KUBEFLOW_TRAINER_STATUS_SERVER_URL"]
+CONTEXT = ssl.create_default_context(cafile=os.environ["KUBEFLOW_TRAINER_STATUS_SERVER_CA_CERT"])
+with open(os.environ["KUBEFLOW_TRAINER_STATUS_SERVER_TOKEN"]) as file:
+    TOKEN = file.read().strip()
+
+
+def post(url, body, token=True):
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = "Bearer " + TOKEN
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST", headers=headers)
+    try:
+        with urllib.request.urlopen(request, context=CONTEXT, timeout=10) as answer:
+            return answer.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
 other = URL.replace("/pytorchjobs/intruder/", "/pytorchjobs/reporter/")
 body = {"trainerStatus": {"progressPercentage": 99}}
 results = {
@@ -78,15 +90,6 @@ results = {
 print("RESULTS " + json.dumps(results), flush=True)
 time.sleep(300)  # alive, so that a token can be bound to this pod
 """
-)
-
-HANGS = (
-    REPORTING
-    + """
-print("reported", post(URL, {"trainerStatus": {"progressPercentage": 5}}), flush=True)
-time.sleep(3600)  # alive and silent: hung
-"""
-)
 
 
 def job(name: str, script: str, **metadata: Any) -> dict[str, Any]:
@@ -176,7 +179,8 @@ def test_a_stdlib_reporter_shows_its_progress_in_kubectl_kubetrain_and_the_sdk_w
         return None if status is None else status.progress_percentage
 
     for shows in (kubectl_progress, kubetrain_progress, sdk_progress):
-        within_5_seconds_of_a_report(jobs, shows)
+        delay = within_5_seconds_of_a_report(jobs, shows)
+        print(f"{shows.__name__}: the report shown {delay:.2f} s after it was sent")
     eta = operator.kubectl(
         "-n",
         namespace,

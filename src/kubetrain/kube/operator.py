@@ -207,6 +207,7 @@ class Operator:
                 {(c.framework.api_version, c.framework.model.PLURAL): c.jobs for c in self.controllers},
                 pods.store,
                 batch_jobs.store if batch_jobs is not None else None,
+                synced=lambda: all(informer.has_synced.is_set() for informer in self.informers),
             )
             self.status_endpoint = StatusEndpoint(
                 settings.status, self.client.http, caches, on_bundle=self.ca.set_bundle

@@ -55,6 +55,8 @@ def start_endpoint(
         *flags,
     )
     eventually(lambda: "status endpoint: serving" in operator.log, 30, "the status endpoint serving")
+    # Until then a job not found may only be a job not listed yet: the endpoint answers 503, retry.
+    eventually(lambda: "caches synced" in operator.log, 30, "the operator's caches synced")
     return Endpoint(operator, port, namespace)
 
 
@@ -65,7 +67,9 @@ def wait_default_service_account(api: KubeApi, namespace: str) -> None:
 
 
 def mint_token(api: KubeApi, pod: KubeObject, audience: str, seconds: int = 3600) -> str:
-    """What the kubelet puts in the projected volume: a token for ``audience`` bound to ``pod``."""
+    """What the kubelet puts in the projected volume: a token for ``audience`` bound to ``pod`` (which runs
+    as ``default`` unless its template names another: the TokenRequest API binds only to a pod of the
+    account it mints for)."""
     metadata = pod["metadata"]
     account = pod["spec"].get("serviceAccountName") or "default"
     request = {
@@ -124,11 +128,3 @@ def trainer_status(
         return None
     status: dict[str, Any] | None = (found.get("status") or {}).get("trainerStatus")
     return status
-
-
-def with_service_account(manifest: dict[str, Any]) -> dict[str, Any]:
-    """Every replica runs as ``default``: envtest admits pods without the ServiceAccount plugin, and the
-    TokenRequest API binds a token only to a pod of the account it is minted for."""
-    for spec in manifest["spec"]["pytorchReplicaSpecs"].values():
-        spec["template"]["spec"]["serviceAccountName"] = "default"
-    return manifest

@@ -27,7 +27,6 @@ from status_support import (
     start_endpoint,
     trainer_status,
     wait_default_service_account,
-    with_service_account,
 )
 
 from kubetrain.envtest import binaries
@@ -224,7 +223,7 @@ def test_the_operator_keeps_its_status_endpoint_as_its_service_account(
     kubeconfig = service_account_kubeconfig(envtest, tmp_path)
     endpoint = start_endpoint(start_operator, namespace, "--kubeconfig", str(kubeconfig))
     wait_default_service_account(kube_api, namespace)
-    create_job(kube_api, namespace, with_service_account(pytorch_job("j", workers=1)))
+    create_job(kube_api, namespace, pytorch_job("j", workers=1))
     master = eventually(lambda: kube_api.get_or_none(f"/api/v1/namespaces/{namespace}/pods/j-master-0"))
     token = mint_token(kube_api, master, audience(namespace, "j"))
     code, answer = post(

@@ -35,7 +35,6 @@ from status_support import (
     start_endpoint,
     trainer_status,
     wait_default_service_account,
-    with_service_account,
 )
 
 from builders import cli_runner
@@ -62,7 +61,7 @@ REPORT = {
 def running_job(api: KubeApi, namespace: str, name: str, **job: Any) -> dict[str, Any]:
     """A PyTorchJob (master + 1 worker, as ``default``) whose pods exist; returns its master pod."""
     wait_default_service_account(api, namespace)
-    manifest = with_service_account(pytorch_job(name, workers=1, **job.pop("run_policy", {})))
+    manifest = pytorch_job(name, workers=1, **job.pop("run_policy", {}))
     manifest["metadata"].update(job)
     create_job(api, namespace, manifest)
     for replica in (f"{name}-master-0", f"{name}-worker-0"):

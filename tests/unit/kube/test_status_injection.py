@@ -82,9 +82,12 @@ def pod_specs(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return specs
 
 
-def without_injection(spec: dict[str, Any]) -> dict[str, Any]:
-    """``spec`` with the injected variables, mount and volume taken out (an absent list reads as empty)."""
+def without_injection(spec: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
+    """``spec`` with the injected variables, mount and volume taken out (an absent list reads as empty), and
+    the service account it was given when ``before`` named none."""
     spec = copy.deepcopy(spec)
+    if "serviceAccountName" not in before and spec.pop("serviceAccountName") != "default":
+        raise AssertionError("a pod that named no service account is given default")
     for each in spec["containers"]:
         each["env"] = [v for v in each.get("env") or [] if v["name"] not in VARIABLES]
         each["volumeMounts"] = [m for m in each.get("volumeMounts") or [] if m["name"] != VOLUME_NAME]
@@ -123,8 +126,11 @@ def test_with_the_endpoint_off_every_pod_is_byte_identical_to_before_the_endpoin
 def test_with_the_endpoint_on_only_the_variables_the_mount_and_the_volume_are_added() -> None:
     golden = json.loads(GOLDEN.read_text())
     for key, objects in every_plan(ENDPOINT).items():
-        expected = [absent_as_empty(spec) for spec in pod_specs(golden[key])]
-        assert [without_injection(spec) for spec in pod_specs(objects)] == expected, key
+        expected = pod_specs(golden[key])
+        found = [
+            without_injection(spec, before) for spec, before in zip(pod_specs(objects), expected, strict=True)
+        ]
+        assert found == [absent_as_empty(spec) for spec in expected], key
         non_pods = [o for o in objects if o["kind"] not in ("Pod", "Job")]
         assert non_pods == [o for o in golden[key] if o["kind"] not in ("Pod", "Job")], key
 
@@ -233,3 +239,13 @@ def test_a_pod_with_a_volume_of_that_name_already_is_left_alone() -> None:
     spec = _pod(pytorch)["spec"]
     assert spec["volumes"] == [theirs]
     assert not _env(spec["containers"][0])
+
+
+def test_a_pod_that_names_no_service_account_gets_default_whose_token_is_projected() -> None:
+    assert _pod(_pytorch())["spec"]["serviceAccountName"] == "default"
+
+
+def test_a_pods_own_service_account_is_kept() -> None:
+    pytorch = _pytorch().model_copy(deep=True)
+    pytorch.replica_specs["Master"].template["spec"]["serviceAccountName"] = "trainer"
+    assert _pod(pytorch)["spec"]["serviceAccountName"] == "trainer"

@@ -1,6 +1,6 @@
 """Who sent a report, on a cluster: a TokenReview for the job's own audience, then the pod check.
 
-1. The job must exist in the operator's cache (404 otherwise).
+1. The job must exist in the operator's cache (404 otherwise; 503 while the caches are still being filled).
 2. The token is reviewed by the API server (``authentication.k8s.io/v1`` TokenReview) for the audience of
    that job's tokens (``injection.token_audience``): an expired token, another job's token or any other
    token is refused with 401 and the API server's reason. Answers are cached by the token's hash: a valid
@@ -81,6 +81,9 @@ class JobCaches:
     """Jobs by (apiVersion, plural): the kinds this operator reconciles."""
     pods: Store
     batch_jobs: Store | None = None
+    synced: Callable[[], bool] = lambda: True
+    """Whether the caches have been filled once: before that a job or pod not found may just not be listed
+    yet (the endpoint starts before the caches sync)."""
 
 
 @dataclass
@@ -115,6 +118,10 @@ class TokenReviewAuthenticator:
         return len(self._cache)
 
     async def authenticate(self, token: str, target: StatusTarget) -> Reporter:
+        if not self._caches.synced():
+            raise RefusedError(
+                503, "the operator is starting (its caches are not filled yet); retry", retry_after=1
+            )
         jobs = self._caches.jobs.get((target.api_version, target.plural))
         if jobs is None:
             raise RefusedError(404, f"this operator reconciles no {target.plural} of {target.api_version}")

@@ -8,7 +8,8 @@ spec in gives the same pod spec out, and with the endpoint off nothing here runs
 A template that sets any of the three variables in a container keeps its own: that container is left
 alone (it reports somewhere else, or to an endpoint of the user's choosing). A pod whose template already
 has a volume of this volume's name, or a container that already mounts something at the mount path, is
-left alone in the same way: nothing of the user's is ever replaced.
+left alone in the same way: nothing of the user's is ever replaced. A pod that names no service account gets
+``default``, the one whose token is projected (and what the API server's ServiceAccount admission sets).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ CA_CONFIG_MAP = "kubetrain-status-ca"
 """The ConfigMap holding the endpoint's CA in every namespace with jobs (one per namespace, not per job)."""
 CA_CONFIG_MAP_KEY = CA_FILE
 VARIABLES = (STATUS_SERVER_URL_ENV, STATUS_SERVER_CA_CERT_ENV, STATUS_SERVER_TOKEN_ENV)
+DEFAULT_SERVICE_ACCOUNT = "default"
 
 
 def token_audience(namespace: str, plural: str, name: str) -> str:
@@ -80,6 +82,10 @@ def inject_status_reporting(
         injected = True
     if injected:
         spec["volumes"] = [*volumes, _volume(injection, token_audience(namespace, plural, name))]
+        if not spec.get("serviceAccountName"):
+            # A projected token is some service account's: the one the ServiceAccount admission plugin would
+            # name anyway, said here so that an API server without that plugin (envtest) accepts the pod.
+            spec["serviceAccountName"] = spec.get("serviceAccount") or DEFAULT_SERVICE_ACCOUNT
 
 
 def _sets_its_own(container: dict[str, Any]) -> bool:

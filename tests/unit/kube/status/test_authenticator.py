@@ -277,3 +277,11 @@ async def test_the_cache_keeps_at_most_its_bound(monkeypatch: pytest.MonkeyPatch
     for i in range(30):
         await refusal(checker, f"random-{i}")
     assert len(checker) == 10
+
+
+async def test_before_the_caches_are_filled_a_report_is_told_to_retry_not_that_its_job_is_missing() -> None:
+    api = ObjectApi()
+    caches = JobCaches({("kubeflow.org/v1", "pytorchjobs"): Store()}, Store(), synced=lambda: False)
+    refused = await refusal(TokenReviewAuthenticator(api.client(), caches), "t1")
+    assert refused.code == 503 and refused.retry_after == 1
+    assert not api.requests
