@@ -12,10 +12,12 @@ measures over ``--seconds``:
   1,000-pod job is mostly refused, cheaply, by design), from the reporters' side;
 - status writes per second to the API server (the operator's ``kubetrain_status_api_requests{method="PATCH"}``
   and ``kubetrain_status_writes{result="written"}``) and every other request the endpoint made;
-- the operator's CPU (user + system seconds per second of wall time) and peak RSS;
+- the operator's CPU (user + system seconds per second of wall time), its RSS before the reports and at
+  their peak, and the connections it refused at its bound (``listener.MAX_CONNECTIONS``);
 - reconcile latency of other jobs created meanwhile: from a small job's creation to its ``Created``
   condition (its first reconcile's status write), p50 and p99 over ``--other-jobs`` jobs created one every
-  half second, measured once before the reporters start (the baseline) and once while they report.
+  half second, measured once before the reporters start (the baseline, with the big job and its pods already
+  in the operator's caches) and once while they report.
 
 It runs the operator twice, with the endpoint on a thread of its own (``endpoint.OWN_THREAD``, the default)
 and on the reconcilers' event loop, each on a fresh namespace, and prints both. Usage (an envtest must be
@@ -95,7 +97,9 @@ class Result:
     endpoint_requests_per_s: float
     operator_cpu: float
     bench_cpu: float
+    rss_before_mb: float
     peak_rss_mb: float
+    connections_refused_per_s: float
     baseline: Phase
     during: Phase
     history_writes: float
@@ -298,8 +302,6 @@ async def measure(kubeconfig: Path, own_thread: bool, args: argparse.Namespace) 
     bench = psutil.Process()
     try:
         await wait_until(lambda: "caches synced" in log.read_text(), 60, "operator start")
-        baseline = await create_one_by_one(client, namespace, "baseline", args.other_jobs, watcher)
-
         await post_all(
             client,
             [
@@ -319,6 +321,10 @@ async def measure(kubeconfig: Path, own_thread: bool, args: argparse.Namespace) 
         ca_path = f"/api/v1/namespaces/{namespace}/configmaps/kubetrain-status-ca"
         ca = str((await client.http.get(ca_path)).json()["data"]["ca.crt"])
         url = f"https://127.0.0.1:{STATUS_PORT}/apis/kubeflow.org/v1/namespaces/{namespace}/pytorchjobs/big/status"
+        # The baseline with the big job and its pods in the caches, only the reports missing.
+        baseline = await create_one_by_one(client, namespace, "baseline", args.other_jobs, watcher)
+        rss_before = process.memory_info().rss
+        peak[0] = 0
         reporters = Reporters(url, ca, tokens, args.interval, args.keep_alive)
         reporting = asyncio.create_task(reporters.run())
         await asyncio.sleep(args.warm_up)
@@ -366,7 +372,9 @@ async def measure(kubeconfig: Path, own_thread: bool, args: argparse.Namespace) 
         endpoint_requests_per_s=endpoint_requests,
         operator_cpu=(cpu_after - cpu_before) / elapsed,
         bench_cpu=(bench_after - bench_before) / elapsed,
+        rss_before_mb=rss_before / 2**20,
         peak_rss_mb=peak[0] / 2**20,
+        connections_refused_per_s=rate("connections:refused"),
         baseline=baseline,
         during=during,
         history_writes=after.get("history_writes", 0.0),
@@ -375,15 +383,17 @@ async def measure(kubeconfig: Path, own_thread: bool, args: argparse.Namespace) 
 
 def markdown(results: list[Result]) -> str:
     lines = [
-        "| endpoint on | reports answered /s (by code) | status writes /s (PATCH) | endpoint API requests /s "
-        "| operator CPU | reporters' CPU | peak RSS | other jobs' reconcile p50 / p99, before | during |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| endpoint on | reports answered /s (by code) | connections refused /s | status writes /s (PATCH) "
+        "| endpoint API requests /s | operator CPU | reporters' CPU | RSS before, peak "
+        "| other jobs' reconcile p50 / p99, before | during |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         codes = ", ".join(f"{code}: {value:.0f}" for code, value in r.answered_per_s.items())
         lines.append(
-            f"| {r.mode} | {codes} | {r.status_patches_per_s:.2f} | {r.endpoint_requests_per_s:.2f} "
-            f"| {r.operator_cpu * 100:.0f} % | {r.bench_cpu * 100:.0f} % | {r.peak_rss_mb:.0f} MB "
+            f"| {r.mode} | {codes} | {r.connections_refused_per_s:.0f} | {r.status_patches_per_s:.2f} "
+            f"| {r.endpoint_requests_per_s:.2f} | {r.operator_cpu * 100:.0f} % | {r.bench_cpu * 100:.0f} % "
+            f"| {r.rss_before_mb:.0f}, {r.peak_rss_mb:.0f} MB "
             f"| {r.baseline.p50:.0f} / {r.baseline.p99:.0f} ms | {r.during.p50:.0f} / {r.during.p99:.0f} ms |"
         )
     return "\n".join(lines)

@@ -103,6 +103,12 @@ class OperatorMetrics:
             ("method",),
             registry=r,
         )
+        self.status_connections = Gauge(
+            "kubetrain_status_connections",
+            "The status endpoint's TLS connections: open now, accepted since start, refused at its bound",
+            ("state",),
+            registry=r,
+        )
         self.status_certificate_reloads = Gauge(
             "kubetrain_status_certificate_reloads",
             "Times the served certificate changed without a restart",

@@ -255,6 +255,11 @@ class Operator:
             metrics.status_history_writes.set(endpoint.history.counts.written)
         if endpoint.keeper is not None:
             metrics.status_certificate_reloads.set(endpoint.keeper.reloads)
+        if endpoint.listener is not None:
+            connections = endpoint.listener.refresh_counts()
+            metrics.status_connections.labels(state="open").set(connections.open)
+            metrics.status_connections.labels(state="accepted").set(connections.accepted)
+            metrics.status_connections.labels(state="refused").set(connections.refused)
 
     async def _serve_endpoints(self) -> list[asyncio.Server]:
         servers = []

@@ -79,7 +79,11 @@ class CaPublisher:
         recheck period (a deleted ConfigMap comes back)."""
         while True:
             self._changed.clear()
-            for namespace in sorted(set(namespaces())):
+            current = set(namespaces())
+            for gone in set(self._published) - current:  # bounded by the namespaces with jobs now
+                self._published.pop(gone, None)
+                self._locks.pop(gone, None)
+            for namespace in sorted(current):
                 try:
                     await self.ensure(namespace)
                 except Exception as error:

@@ -21,17 +21,16 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from aiohttp import web
-
 from kubetrain.api.progress import StatusTarget, TrainerStatus
 from kubetrain.kube.runtime.http import ApiSession, RequestCounter, TokenBucket
 from kubetrain.kube.runtime.store import Store
 from kubetrain.kube.status.authenticator import JobCaches, TokenReviewAuthenticator
 from kubetrain.kube.status.history import HistoryRecorder
 from kubetrain.kube.status.keeper import CredentialKeeper
+from kubetrain.kube.status.listener import BoundedListener
 from kubetrain.kube.status.settings import StatusServerSettings
 from kubetrain.kube.status.writes import StatusWriter
-from kubetrain.progress.server import EndpointCounts, Reporter, serve, status_application
+from kubetrain.progress.server import EndpointCounts, Reporter, status_application
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +81,7 @@ class StatusEndpoint:
         self.authenticator: TokenReviewAuthenticator | None = None
         self.writer: StatusWriter | None = None
         self.history: HistoryRecorder | None = None
+        self.listener: BoundedListener | None = None
         self.port: int | None = None
         self.failure: str | None = None
         """Why the endpoint stopped serving, when it did on its own."""
@@ -127,7 +127,7 @@ class StatusEndpoint:
         keeper = self.keeper = CredentialKeeper(
             http, settings.namespace, settings.secret, settings.certificate_names(), on_bundle=on_bundle
         )
-        runner: web.AppRunner | None = None
+        listener: BoundedListener | None = None
         work: list[asyncio.Future[object]] = []
         try:
             try:
@@ -139,11 +139,14 @@ class StatusEndpoint:
                 app = status_application(
                     self.authenticator, _Reports(self.writer, self.history), counts=self.counts
                 )
-                runner = await serve(app, settings.host, settings.port, keeper.context)
+                listener = BoundedListener(app, keeper.context)
+                await listener.start(settings.host, settings.port)
+                self.listener = listener
             except Exception as error:
+                listener = None
                 ready.set_exception(StatusEndpointError(_explain(settings, keeper.where, error)))
                 return
-            port = _bound_port(runner, settings.port)
+            port = listener.port
             ready.set_result(port)
             log.info(
                 "status endpoint: serving on %s:%s, pods are given %s", settings.host, port, settings.base_url
@@ -164,9 +167,9 @@ class StatusEndpoint:
             for task in work:
                 task.cancel()
             await asyncio.gather(*work, return_exceptions=True)
+            if listener is not None:
+                await listener.stop()
             await self._flush_on_shutdown()
-            if runner is not None:
-                await runner.cleanup()
             await http.aclose()
 
     async def _flush_on_shutdown(self) -> None:
@@ -184,13 +187,6 @@ class StatusEndpoint:
             await asyncio.wait_for(flush(), SHUTDOWN_FLUSH_SECONDS)
         except TimeoutError:
             log.warning("status endpoint: gave up writing the last reports after %ss", SHUTDOWN_FLUSH_SECONDS)
-
-
-def _bound_port(runner: web.AppRunner, asked: int) -> int:
-    for address in runner.addresses:
-        if isinstance(address, tuple) and len(address) >= 2:
-            return int(address[1])
-    return asked
 
 
 def _explain(settings: StatusServerSettings, where: str, error: Exception) -> str:

@@ -95,3 +95,17 @@ async def test_many_workers_creating_pods_in_one_namespace_publish_once() -> Non
     publisher.set_bundle("CA-1")
     await asyncio.gather(*(publisher.ensure("team") for _ in range(10)))
     assert len(api.calls("POST")) == 1 and len(api.calls("GET")) == 1
+
+
+async def test_namespaces_without_jobs_any_more_are_forgotten() -> None:
+    api = ObjectApi()
+    publisher = CaPublisher(api.client())
+    publisher.set_bundle("CA-1")
+    with_jobs = ["a", "b"]
+    following = asyncio.ensure_future(publisher.follow(lambda: list(with_jobs)))
+    await asyncio.sleep(0.05)
+    with_jobs.remove("a")
+    publisher.set_bundle("CA-2")
+    await asyncio.sleep(0.05)
+    following.cancel()
+    assert set(publisher._published) == {"b"}
