@@ -19,9 +19,12 @@ measures over ``--seconds``:
   half second, measured once before the reporters start (the baseline, with the big job and its pods already
   in the operator's caches) and once while they report.
 
-It runs the operator twice, with the endpoint on a thread of its own (``endpoint.OWN_THREAD``, the default)
-and on the reconcilers' event loop, each on a fresh namespace, and prints both. Usage (an envtest must be
-running: ``kubetrain envtest start``)::
+It runs the operator once per ``--mode``, each on a fresh namespace: by default with the endpoint on a thread
+of its own (``endpoint.OWN_THREAD``, the operator's default) and on the reconcilers' event loop. The reporters
+run in a process of their own at niceness 19 (``--reporters-nice``), so that on a small machine the
+operator's CPU is taken by the reports it receives, not by the simulation of the pods that send them.
+
+Usage (an envtest must be running: ``kubetrain envtest start``)::
 
     .venv/bin/python bench/status_endpoint.py --markdown
 """
@@ -30,8 +33,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
+import os
 import re
 import secrets
 import ssl
@@ -171,7 +174,10 @@ async def mint_tokens(client: KubeClient, pods: list[dict[str, Any]], audience: 
 
 
 class Reporters:
-    """One coroutine per token, each reporting every ``interval`` seconds (start times spread evenly)."""
+    """One coroutine per token, each reporting every ``interval`` seconds (start times spread evenly).
+
+    They run in a process of their own (``--reporters-from``), at the lowest CPU priority by default: pods
+    on other nodes would take none of the operator's CPU, and here they share its two cores."""
 
     def __init__(self, url: str, ca: str, tokens: list[str], interval: float, keep_alive: bool) -> None:
         self._url = url
@@ -243,12 +249,47 @@ async def create_one_by_one(
     return Phase([(watcher.created_at[n] - at) * 1000 for n, at in created.items()])
 
 
+def run_reporters(spec_path: Path) -> None:
+    """The reporters' process: report until killed, writing the answers' counts to a file every second."""
+    spec = json.loads(spec_path.read_text())
+    os.nice(spec["nice"])
+    counts_path = Path(spec["counts"])
+    reporters = Reporters(spec["url"], spec["ca"], spec["tokens"], spec["interval"], spec["keep_alive"])
+
+    async def write_counts() -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            partial = counts_path.with_suffix(".tmp")
+            partial.write_text(json.dumps(dict(reporters.answered)))
+            partial.replace(counts_path)
+
+    async def both() -> None:
+        await asyncio.gather(reporters.run(), write_counts())
+
+    asyncio.run(both())
+
+
+def reporter_counts(path: Path) -> Counter[str]:
+    try:
+        return Counter(json.loads(path.read_text()))
+    except (OSError, ValueError):
+        return Counter()
+
+
 def cpu_seconds(process: psutil.Process) -> float:
     times = process.cpu_times()
     return float(times.user + times.system)
 
 
-def operator_command(kubeconfig: Path, namespace: str, own_thread: bool) -> list[str]:
+MODES = {
+    "own thread": "",
+    "reconcilers' loop": "endpoint.OWN_THREAD = False\n",
+    "own thread, 1 ms GIL switch": "sys.setswitchinterval(0.001)\n",
+}
+"""How the operator runs its endpoint: only a module switch, or the interpreter's, differs."""
+
+
+def operator_command(kubeconfig: Path, namespace: str, mode: str) -> list[str]:
     flags = [
         "operator",
         "--kubeconfig",
@@ -270,18 +311,18 @@ def operator_command(kubeconfig: Path, namespace: str, own_thread: bool) -> list
         "--status-server-namespace",
         namespace,
     ]
-    if own_thread:
+    if not MODES[mode]:
         return [str(KUBETRAIN), *flags]
-    # The same command with the endpoint on the reconcilers' loop: only the module's switch differs.
     program = (
-        "import sys\nimport kubetrain.kube.status.endpoint as endpoint\nendpoint.OWN_THREAD = False\n"
-        "from kubetrain.cli.main import app\n"
-        f"sys.argv = ['kubetrain', *{flags!r}]\napp()\n"
+        "import sys\nimport kubetrain.kube.status.endpoint as endpoint\n"
+        + MODES[mode]
+        + "from kubetrain.cli.main import app\n"
+        + f"sys.argv = ['kubetrain', *{flags!r}]\napp()\n"
     )
     return [sys.executable, "-c", program]
 
 
-async def measure(kubeconfig: Path, own_thread: bool, args: argparse.Namespace) -> Result:
+async def measure(kubeconfig: Path, mode: str, args: argparse.Namespace) -> Result:
     client = connect(kubeconfig, qps=0, burst=1, timeout=60)
     namespace = f"bench-status-{secrets.token_hex(3)}"
     await create_namespace(client, namespace)
@@ -291,15 +332,15 @@ async def measure(kubeconfig: Path, own_thread: bool, args: argparse.Namespace) 
         await asyncio.sleep(0.2)
     log = Path(f"/tmp/kubetrain-bench-status-{namespace}.log")
     operator = subprocess.Popen(
-        operator_command(kubeconfig, namespace, own_thread), stdout=log.open("wb"), stderr=subprocess.STDOUT
+        operator_command(kubeconfig, namespace, mode), stdout=log.open("wb"), stderr=subprocess.STDOUT
     )
     process = psutil.Process(operator.pid)
     peak = [0]
     sampler = asyncio.create_task(sample_rss(operator.pid, peak))
     watcher = CreatedWatcher(client, namespace)
     watches = watcher.start()
-    reporting: asyncio.Task[None] | None = None
-    bench = psutil.Process()
+    reporting: subprocess.Popen[bytes] | None = None
+    counts_path = Path(f"/tmp/kubetrain-bench-status-{namespace}.counts")
     try:
         await wait_until(lambda: "caches synced" in log.read_text(), 60, "operator start")
         await post_all(
@@ -325,8 +366,12 @@ async def measure(kubeconfig: Path, own_thread: bool, args: argparse.Namespace) 
         baseline = await create_one_by_one(client, namespace, "baseline", args.other_jobs, watcher)
         rss_before = process.memory_info().rss
         peak[0] = 0
-        reporters = Reporters(url, ca, tokens, args.interval, args.keep_alive)
-        reporting = asyncio.create_task(reporters.run())
+        spec_path = counts_path.with_suffix(".spec")
+        spec = {"url": url, "ca": ca, "tokens": tokens, "interval": args.interval}
+        spec |= {"keep_alive": args.keep_alive, "counts": str(counts_path), "nice": args.reporters_nice}
+        spec_path.write_text(json.dumps(spec))
+        reporting = subprocess.Popen([sys.executable, __file__, "--reporters-from", str(spec_path)])
+        bench = psutil.Process(reporting.pid)
         await asyncio.sleep(args.warm_up)
 
         before, cpu_before, bench_before = (
@@ -334,7 +379,7 @@ async def measure(kubeconfig: Path, own_thread: bool, args: argparse.Namespace) 
             cpu_seconds(process),
             cpu_seconds(bench),
         )
-        answered_before = Counter(reporters.answered)
+        answered_before = reporter_counts(counts_path)
         window_started = time.monotonic()
         during_task = asyncio.create_task(
             create_one_by_one(client, namespace, "during", args.other_jobs, watcher)
@@ -342,13 +387,13 @@ async def measure(kubeconfig: Path, own_thread: bool, args: argparse.Namespace) 
         await asyncio.sleep(args.seconds)
         elapsed = time.monotonic() - window_started
         after, cpu_after, bench_after = scrape_status(METRICS_PORT), cpu_seconds(process), cpu_seconds(bench)
-        answered = {k: (v - answered_before.get(k, 0)) / elapsed for k, v in reporters.answered.items()}
+        answered_after = reporter_counts(counts_path)
+        answered = {k: (v - answered_before.get(k, 0)) / elapsed for k, v in answered_after.items()}
         during = await during_task
     finally:
         if reporting is not None:
-            reporting.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await reporting
+            reporting.kill()
+            reporting.wait(10)
         for task in [*watches, sampler]:
             task.cancel()
         operator.terminate()
@@ -361,7 +406,7 @@ async def measure(kubeconfig: Path, own_thread: bool, args: argparse.Namespace) 
 
     endpoint_requests = sum(rate(k) for k in after if k.startswith("api_requests:"))
     return Result(
-        mode="own thread" if own_thread else "reconcilers' loop",
+        mode=mode,
         pods=args.pods,
         interval=args.interval,
         keep_alive=args.keep_alive,
@@ -410,15 +455,21 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0, help="the measured window")
     parser.add_argument("--other-jobs", type=int, default=40)
     parser.add_argument("--keep-alive", action="store_true", help="reuse TLS connections between reports")
-    parser.add_argument("--mode", choices=["both", "thread", "loop"], default="both")
+    parser.add_argument(
+        "--mode", action="append", choices=list(MODES), help="how the operator runs its endpoint (repeatable)"
+    )
+    parser.add_argument("--reporters-nice", type=int, default=19, help="the reporters' process's niceness")
+    parser.add_argument("--reporters-from", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args()
+    if args.reporters_from is not None:
+        run_reporters(args.reporters_from)
+        return
     kubeconfig = envtest_kubeconfig(args.kubeconfig)
-    modes = {"both": [True, False], "thread": [True], "loop": [False]}[args.mode]
     results = []
     with bench_cluster(kubeconfig):
-        for own_thread in modes:
-            result = asyncio.run(measure(kubeconfig, own_thread, args))
+        for mode in args.mode or ["own thread", "reconcilers' loop"]:
+            result = asyncio.run(measure(kubeconfig, mode, args))
             print(json.dumps(result.__dict__, default=lambda o: o.__dict__), file=sys.stderr)
             results.append(result)
     print(f"load average at the end: {' '.join(f'{x:.1f}' for x in psutil.getloadavg())}")
