@@ -349,3 +349,45 @@ def test_a_follower_replica_serves_the_same_certificate_and_writes_what_it_recei
     written = eventually(lambda: trainer_status(kube_api, namespace, "bert"), 5, "the follower's write")
     assert written["progressPercentage"] == 42
     assert _served_serial(leader.port, ca) == _served_serial(follower.port, ca)
+
+
+def test_the_mpi_v2beta1_launcher_run_by_its_batch_job_reports_for_its_mpijob(
+    kube_api: KubeApi, namespace: str, start_operator: StartOperator
+) -> None:
+    endpoint = start_endpoint(start_operator, namespace)
+    wait_default_service_account(kube_api, namespace)
+    launcher = {"name": "mpi", "image": "example.com/horovod:1", "command": ["mpirun", "python", "train.py"]}
+    worker = {"name": "mpi", "image": "example.com/horovod:1"}
+    mpijob = {
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": {"name": "pi"},
+        "spec": {
+            "mpiReplicaSpecs": {
+                "Launcher": {"replicas": 1, "template": {"spec": {"containers": [launcher]}}},
+                "Worker": {"replicas": 1, "template": {"spec": {"containers": [worker]}}},
+            }
+        },
+    }
+    kube_api.create(f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs", mpijob)
+    selector = {"labelSelector": "training.kubeflow.org/job-name=pi,training.kubeflow.org/job-role=launcher"}
+
+    def launcher_pod() -> dict[str, Any] | None:
+        items = kube_api.get(f"/api/v1/namespaces/{namespace}/pods", selector)["items"]
+        return items[0] if items else None
+
+    pod_of_the_batch_job = eventually(launcher_pod, 30, "the launcher pod the Job controller makes")
+    env = {e["name"] for e in pod_of_the_batch_job["spec"]["containers"][0]["env"]}
+    assert "KUBEFLOW_TRAINER_STATUS_SERVER_URL" in env
+    token = mint_token(kube_api, pod_of_the_batch_job, audience(namespace, "pi", "mpijobs"))
+    url = endpoint.url("pi", "mpijobs", "kubeflow.org/v2beta1")
+    code, answer = post(url, ca_bundle(kube_api, namespace), REPORT, token)
+    assert code == 200, answer
+    written = eventually(
+        lambda: (
+            kube_api.get(f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs/pi").get("status") or {}
+        ).get("trainerStatus"),
+        5,
+        "the MPIJob's trainerStatus",
+    )
+    assert written["progressPercentage"] == 42

@@ -102,6 +102,18 @@ class CaPublisher:
         else:
             raise_for_status(current, current.content)
             existing: dict[str, Any] = current.json()
+            labels = (existing.get("metadata") or {}).get("labels") or {}
+            if any(labels.get(key) != value for key, value in LABELS.items()):
+                # Someone else's ConfigMap of that name: never written over. Pods there cannot verify the
+                # endpoint until it is renamed or deleted, which the warning says.
+                log.warning(
+                    "status endpoint: ConfigMap %s/%s is not the operator's (it lacks the label "
+                    "app.kubernetes.io/component=status-endpoint); reports from that namespace fail TLS "
+                    "verification until it is renamed or deleted",
+                    namespace,
+                    self._name,
+                )
+                return
             if (existing.get("data") or {}).get(CA_CONFIG_MAP_KEY) == bundle:
                 return
             body = self._config_map(namespace, bundle)

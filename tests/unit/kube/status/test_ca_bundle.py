@@ -109,3 +109,14 @@ async def test_namespaces_without_jobs_any_more_are_forgotten() -> None:
     await asyncio.sleep(0.05)
     following.cancel()
     assert set(publisher._published) == {"b"}
+
+
+async def test_a_config_map_of_that_name_that_is_not_the_operators_is_never_written_over() -> None:
+    api = ObjectApi()
+    theirs = {"metadata": {"name": "kubetrain-status-ca", "namespace": "team"}, "data": {"ca.crt": "MINE"}}
+    api.put_object(PATH, theirs)
+    publisher = CaPublisher(api.client())
+    publisher.set_bundle("CA-1")
+    await publisher.ensure("team")
+    assert api.objects[PATH]["data"] == {"ca.crt": "MINE"}
+    assert api.calls("PUT") == []
