@@ -77,7 +77,8 @@ def wait_pod(api: KubeApi, namespace: str, name: str) -> None:
 def test_a_replicas_report_is_in_the_status_kubetrain_get_and_the_sdk_within_5_seconds(
     kube_api: KubeApi, namespace: str, start_operator: StartOperator, envtest: EnvtestCluster
 ) -> None:
-    endpoint = start_endpoint(start_operator, namespace)
+    metrics = free_port()
+    endpoint = start_endpoint(start_operator, namespace, "--metrics-bind-address", f"127.0.0.1:{metrics}")
     master = running_job(kube_api, namespace, "bert")
     token = mint_token(kube_api, master, audience(namespace, "bert"))
     sent = time.monotonic()
@@ -100,6 +101,16 @@ def test_a_replicas_report_is_in_the_status_kubetrain_get_and_the_sdk_within_5_s
     client = TrainingClient(config_file=str(envtest.kubeconfig), namespace=namespace)
     status = client.get_job("bert", job_kind="PyTorchJob").status.trainer_status
     assert status is not None and status.progress_percentage == 42 and status.metric("loss") == "0.3125"
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=5).read().decode()
+    for sample in (
+        'kubetrain_status_requests{code="200"} 1.0',
+        'kubetrain_status_writes{result="written"} 1.0',
+        "kubetrain_status_reports_coalesced 0.0",
+        'kubetrain_status_token_reviews{outcome="reviewed"} 1.0',
+        'kubetrain_status_connections{state="accepted"}',
+    ):
+        assert sample in text, f"{sample} missing from /metrics"
 
 
 def test_refusals_say_why_and_change_nothing(
