@@ -59,6 +59,11 @@ class PodReporter(Reporter):
     job_uid: str
 
 
+def job_uid_of(reporter: Reporter) -> str:
+    """The UID of the job a report's pod belongs to ("" for a reporter this authenticator did not make)."""
+    return reporter.job_uid if isinstance(reporter, PodReporter) else ""
+
+
 @dataclass(frozen=True)
 class _Identity:
     namespace: str

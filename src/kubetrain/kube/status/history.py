@@ -33,6 +33,7 @@ from kubetrain.frameworks.labels import JOB_NAME_LABEL
 from kubetrain.kube.runtime.client import raise_for_status
 from kubetrain.kube.runtime.http import HttpApi
 from kubetrain.kube.runtime.store import KubeObject, Store
+from kubetrain.kube.status.authenticator import job_uid_of
 from kubetrain.kube.status.history_config_map import (
     COMPONENT,
     COMPONENT_LABEL,
@@ -91,7 +92,7 @@ class HistoryRecorder:
 
     def accept(self, target: StatusTarget, status: TrainerStatus, reporter: Reporter) -> None:
         now = self._clock()
-        job_uid = str(getattr(reporter, "job_uid", ""))
+        job_uid = job_uid_of(reporter)
         followed = self._followed.pop(target.path, None)
         if followed is None or followed.job_uid != job_uid:
             followed = _Followed(target, job_uid, due=now + FIRST_FLUSH, last_report=now)

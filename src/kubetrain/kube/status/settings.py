@@ -59,8 +59,7 @@ class StatusServerSettings:
 
     @property
     def url_host(self) -> str:
-        host = urlsplit(self.base_url).hostname or ""
-        return host
+        return urlsplit(self.base_url).hostname or ""
 
     def certificate_names(self) -> list[str]:
         """What the serving certificate must cover: the Service's DNS names and the URL's host."""

@@ -32,6 +32,7 @@ from datetime import datetime
 from kubetrain.api.progress import StatusTarget, TrainerStatus
 from kubetrain.kube.runtime.http import HttpApi
 from kubetrain.kube.runtime.store import KubeObject, Store
+from kubetrain.kube.status.authenticator import job_uid_of
 from kubetrain.progress.limits import RateLimiter
 from kubetrain.progress.server import Reporter
 
@@ -92,13 +93,12 @@ class StatusWriter:
         return len(self._pending)
 
     def accept(self, target: StatusTarget, status: TrainerStatus, reporter: Reporter) -> None:
-        job_uid = str(getattr(reporter, "job_uid", ""))
+        job_uid = job_uid_of(reporter)
         self.counts.accepted += 1
         if target.path in self._pending:
             self.counts.coalesced += 1
-            self._pending[target.path] = _Pending(target, status, job_uid)  # keeps its place in line
-        else:
-            self._pending[target.path] = _Pending(target, status, job_uid)
+        # A replaced report keeps its job's place in line: a job reporting often is not written later.
+        self._pending[target.path] = _Pending(target, status, job_uid)
 
     async def run(self) -> None:
         """Flush what is due every ``TICK`` until cancelled (then the writes in flight finish)."""
