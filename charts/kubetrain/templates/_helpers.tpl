@@ -55,3 +55,8 @@ app.kubernetes.io/name: {{ .Chart.Name }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: dashboard
 {{- end -}}
+
+{{/* The status endpoint's headless Service: its name is in the operator's certificate and the pods' URL. */}}
+{{- define "kubetrain.statusServiceName" -}}
+{{- printf "%s-status" (include "kubetrain.fullname" . | trunc 56 | trimSuffix "-") -}}
+{{- end -}}

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import re
 import signal
 from pathlib import Path
 from typing import Any
@@ -27,11 +29,25 @@ from kubetrain.kube.operator import DEFAULT_LEASE_NAME, MissingCrdError, Operato
 from kubetrain.kube.render import RenderSettings
 from kubetrain.kube.runtime.client import DEFAULT_BURST, DEFAULT_QPS, connect
 from kubetrain.kube.runtime.collector import DEFAULT_YOUNG_THRESHOLD
+from kubetrain.kube.status.endpoint import StatusEndpointError
+from kubetrain.kube.status.settings import (
+    DEFAULT_PORT,
+    DEFAULT_SECRET,
+    DEFAULT_SERVICE,
+    StatusServerSettings,
+    StatusUrlError,
+    default_base_url,
+    parse_base_url,
+)
+
+log = logging.getLogger(__name__)
 
 V1 = "kubeflow.org/v1"
 CLUSTER_DOMAIN_ENV = "CUSTOM_CLUSTER_DOMAIN"
 """Suffix for service names in TF_CONFIG and MPI hostfiles (``<svc>.<ns>.svc.<domain>``)."""
 EXIT_BAD_FLAGS = 2
+EXIT_STATUS_ENDPOINT = 3
+"""The status endpoint could not start (its Secret, its port): the message says how to fix or turn it off."""
 DEFAULT_CONTROLLER_THREADS = 32
 """Upstream runs 1. Workers are asyncio tasks here, not threads, so 32 cost next to nothing; each holds its
 job while the status write is answered, so with 8 a burst of 100 reactions queued behind those writes (p99
@@ -63,6 +79,76 @@ def _address(value: str, flag: str) -> tuple[str, int] | None:
         return parse_bind_address(value)
     except ValueError as error:
         raise typer.BadParameter(str(error), param_hint=flag) from None
+
+
+SERVICE_ACCOUNT_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+_DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+
+
+def in_cluster(kubeconfig: Path | None) -> bool:
+    """Whether the operator runs in a pod (and talks to its own cluster)."""
+    return (
+        kubeconfig is None
+        and bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+        and SERVICE_ACCOUNT_TOKEN.exists()
+    )
+
+
+def _name(value: str, flag: str, pattern: re.Pattern[str], what: str) -> str:
+    if not pattern.match(value):
+        raise typer.BadParameter(
+            f"{value!r} is not a valid {what} (lowercase letters, digits and '-')", param_hint=flag
+        )
+    return value
+
+
+def status_server_settings(
+    *,
+    bind_address: str,
+    url: str,
+    service: str,
+    secret: str,
+    namespace: str,
+    cluster_domain: str | None,
+    running_in_cluster: bool,
+) -> tuple[StatusServerSettings | None, str | None]:
+    """The endpoint's settings from its flags, or None when it is off, with why it is off when that was not
+    asked for (a line to log)."""
+    address = _address(bind_address, "--status-server-bind-address")
+    _name(service, "--status-server-service", _DNS_LABEL, "Service name")
+    _name(secret, "--status-server-secret", _DNS_SUBDOMAIN, "Secret name")
+    _name(namespace, "--status-server-namespace", _DNS_LABEL, "namespace")
+    if address is None:
+        return None, None
+    host, port = address
+    if url:
+        try:
+            base_url = parse_base_url(url)
+        except StatusUrlError as error:
+            raise typer.BadParameter(str(error), param_hint="--status-server-url") from None
+    elif running_in_cluster:
+        if port == 0:
+            raise typer.BadParameter(
+                "port 0 picks a free port, which the Service cannot name; give one, e.g. :8443",
+                param_hint="--status-server-bind-address",
+            )
+        base_url = default_base_url(service, namespace, port)
+    else:
+        return None, (
+            "status endpoint off: outside the cluster, pods cannot reach this process at its Service; pass "
+            "--status-server-url with the address they reach it at (https://HOST:PORT) to turn it on"
+        )
+    settings = StatusServerSettings(
+        host=host,
+        port=port,
+        base_url=base_url,
+        namespace=namespace,
+        service=service,
+        secret=secret,
+        cluster_domain=cluster_domain,
+    )
+    return settings, None
 
 
 def _init_template(path: Path | None) -> InitContainerTemplateFile | None:
@@ -161,6 +247,38 @@ def operator(
         help="Allocations between young garbage collections, and what is alive once the caches have synced "
         "is frozen out of full ones; 0 leaves Python's collector as it is (700, nothing frozen).",
     ),
+    status_server_bind_address: str = typer.Option(
+        f":{DEFAULT_PORT}",
+        "--status-server-bind-address",
+        help="The status endpoint: HTTPS, where training pods POST their progress (Kubeflow Trainer v2's "
+        "protocol); 0 turns it off, and pods are then rendered exactly as upstream's.",
+    ),
+    status_server_url: str = typer.Option(
+        "",
+        "--status-server-url",
+        help="The URL pods reach the status endpoint at, https://HOST[:PORT]; its host goes in the "
+        "endpoint's certificate. Default in-cluster: https://SERVICE.NAMESPACE.svc:PORT (the flags below); "
+        "outside the cluster the endpoint is on only when this is given.",
+        show_default=False,
+    ),
+    status_server_service: str = typer.Option(
+        DEFAULT_SERVICE,
+        "--status-server-service",
+        help="The Service in front of the status endpoint: its DNS names go in the certificate and the "
+        "default URL.",
+    ),
+    status_server_secret: str = typer.Option(
+        DEFAULT_SECRET,
+        "--status-server-secret",
+        help="The Secret holding the status endpoint's CA and certificate, created if absent and renewed "
+        "before expiry.",
+    ),
+    status_server_namespace: str = typer.Option(
+        "kubeflow",
+        "--status-server-namespace",
+        envvar="MY_POD_NAMESPACE",
+        help="The namespace of that Secret and Service: the operator's own.",
+    ),
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
 ) -> None:
     """Run the operator: reconcile PyTorchJob, TFJob, XGBoostJob, PaddleJob, JAXJob, MXJob and MPIJob.
@@ -170,6 +288,16 @@ def operator(
 
     Example: kubetrain operator --kubeconfig ~/.kube/config --enable-scheme pytorchjob --leader-elect
     """
+    cluster_domain = os.environ.get(CLUSTER_DOMAIN_ENV) or None
+    status, status_off = status_server_settings(
+        bind_address=status_server_bind_address,
+        url=status_server_url,
+        service=status_server_service,
+        secret=status_server_secret,
+        namespace=status_server_namespace,
+        cluster_domain=cluster_domain,
+        running_in_cluster=in_cluster(kubeconfig),
+    )
     init = InitSettings(
         pytorch_init_image=pytorch_init_container_image,
         pytorch_init_max_tries=pytorch_init_container_max_tries,
@@ -180,7 +308,11 @@ def operator(
         frameworks=enabled_frameworks(enable_scheme, mpi_api),
         frameworks_required=bool(enable_scheme),
         namespace=namespace or None,
-        render=RenderSettings(gang_scheduler=gang_scheduler_name or None, init=init),
+        render=RenderSettings(
+            gang_scheduler=gang_scheduler_name or None,
+            init=init,
+            status=status.injection if status is not None else None,
+        ),
         threads=controller_threads,
         leader_elect=leader_elect,
         lease_namespace=leader_election_namespace,
@@ -189,17 +321,23 @@ def operator(
         metrics_address=_address(metrics_bind_address, "--metrics-bind-address"),
         health_address=_address(health_probe_bind_address, "--health-probe-bind-address"),
         # Upstream's training operator reads this from its environment only (no flag).
-        cluster_domain=os.environ.get(CLUSTER_DOMAIN_ENV) or None,
+        cluster_domain=cluster_domain,
         limits=ReplicaLimits(per_type=max_replicas_per_type, per_job=max_replicas_per_job),
         gc_young_threshold=gc_young_threshold,
+        status=status,
     )
     # After every flag is read: a refused flag leaves the caller's logging (a test runner's) as it was.
     logs.configure(log_level)
+    if status_off is not None:
+        log.warning("%s", status_off)
     try:
         code = asyncio.run(_run(kubeconfig, kube_api_qps, kube_api_burst, settings))
     except MissingCrdError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(EXIT_BAD_FLAGS) from None
+    except StatusEndpointError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(EXIT_STATUS_ENDPOINT) from None
     raise typer.Exit(code)
 
 

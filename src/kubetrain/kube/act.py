@@ -55,6 +55,7 @@ from kubetrain.kube.render import (
 from kubetrain.kube.runtime.client import ApiStatusError, raise_for_status
 from kubetrain.kube.runtime.expectations import Expectations, expectation_key
 from kubetrain.kube.runtime.http import HttpApi
+from kubetrain.kube.status.ca_bundle import CaPublisher
 
 log = logging.getLogger(__name__)
 
@@ -161,6 +162,7 @@ class Actor:
         addressing: ClusterAddressing | None = None,
         companion_recheck_period: float = COMPANION_RECHECK_PERIOD,
         clock: Callable[[], float] = time.monotonic,
+        ca: CaPublisher | None = None,
     ) -> None:
         self._http = http
         self._expectations = expectations
@@ -175,6 +177,8 @@ class Actor:
         self._clock = clock
         self._companions_posted: dict[str, float] = {}
         """Job UID → when its companions were last posted (by ``clock``)."""
+        self._ca = ca
+        """Publishes the status endpoint's CA in a namespace before pods there mount it (None: it is off)."""
 
     def forget(self, uid: str) -> None:
         """The job is gone: drop what is remembered about it, so a long-lived operator does not grow."""
@@ -192,6 +196,11 @@ class Actor:
             # What the pods mount or run as must exist before them (MPIJob v1: RBAC and <job>-config).
             await self._guard(outcome, "ensure companions", self._ensure_companions(target))
             await self._guard(outcome, "sync batch Job suspension", self._sync_batch_job_suspension(target))
+        if self._ca is not None and any(isinstance(a, CreateReplica) for a in decision.actions):
+            # Pods mount the CA (optionally: a failure here delays no pod, and is retried with the job).
+            await self._guard(
+                outcome, "publish the status endpoint's CA", self._ca.ensure(target.job.namespace)
+            )
         # The PodGroup first: the gang scheduler must know the group before its pods arrive.
         for action in decision.actions:
             if isinstance(action, SyncPodGroup):

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from kubetrain.api.common import ConditionType
 from kubetrain.api.errors import InvalidJobError
 from kubetrain.api.jobs import TrainingJob
 from kubetrain.api.manifest import job_shell, parse_job
@@ -89,6 +90,8 @@ class JobController:
         if change.type is ChangeType.DELETED:
             self._expectations.delete_prefix(f"{key}/")
             self._actor.forget(_uid(change.object))
+        elif only_a_progress_report(change):
+            return
         self.queue.add(key)
 
     def on_child_change(self, change: ObjectChange, resource: str, job_name: str, replica_type: str) -> None:
@@ -257,6 +260,40 @@ class JobController:
 
 def _uid(obj: KubeObject) -> str:
     return str((obj.get("metadata") or {}).get("uid", ""))
+
+
+_VOLATILE_METADATA = ("resourceVersion", "managedFields")
+
+
+def only_a_progress_report(change: ObjectChange) -> bool:
+    """Whether the change is a later ``status.trainerStatus`` and nothing else, on a job that is not Stalled.
+
+    Such a change needs no reconcile: the status endpoint writes one a second per reporting job, and the
+    only rule that reads it (hang detection) has a wake-up at its deadline, armed by the reconcile of the
+    first report, when it reads the latest report anyway. A Stalled job is reconciled, so that a report
+    clears the condition at once."""
+    old, new = change.old, change.new
+    if change.type is not ChangeType.MODIFIED or old is None or new is None:
+        return False
+    old_status, new_status = dict(old.get("status") or {}), dict(new.get("status") or {})
+    old_report, new_report = old_status.pop("trainerStatus", None), new_status.pop("trainerStatus", None)
+    if old_report is None or old_report == new_report:
+        return False  # the first report arms the deadline's wake-up
+    if old_status != new_status or _stalled(new_status):
+        return False
+    return _without(old, _VOLATILE_METADATA) == _without(new, _VOLATILE_METADATA)
+
+
+def _stalled(status: dict[str, Any]) -> bool:
+    return any(
+        c.get("type") == ConditionType.STALLED and c.get("status") == "True"
+        for c in status.get("conditions") or ()
+    )
+
+
+def _without(obj: KubeObject, metadata_fields: tuple[str, ...]) -> dict[str, Any]:
+    metadata = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in metadata_fields}
+    return {**{k: v for k, v in obj.items() if k != "status"}, "metadata": metadata}
 
 
 class ReconcileError(Exception):

@@ -70,6 +70,50 @@ class OperatorMetrics:
             "kubetrain_events_queued", "Kubernetes Events recorded and not yet posted", registry=r
         )
         self.is_leader = Gauge("kubetrain_leader", "1 while this process holds the leader Lease", registry=r)
+        # The status endpoint (counts since start; absent while it is off).
+        self.status_requests = Gauge(
+            "kubetrain_status_requests",
+            "Reports the status endpoint answered, by HTTP code",
+            ("code",),
+            registry=r,
+        )
+        self.status_reports_coalesced = Gauge(
+            "kubetrain_status_reports_coalesced",
+            "Accepted reports replaced by a later one of the same job before they were written",
+            registry=r,
+        )
+        self.status_writes = Gauge(
+            "kubetrain_status_writes",
+            "Status writes of trainerStatus, by result (written, older, job_gone, failed, not_reconciled)",
+            ("result",),
+            registry=r,
+        )
+        self.status_token_reviews = Gauge(
+            "kubetrain_status_token_reviews",
+            "Tokens checked: reviewed by the API server, answered from the cache, or refused (review rate)",
+            ("outcome",),
+            registry=r,
+        )
+        self.status_history_writes = Gauge(
+            "kubetrain_status_history_writes", "Writes of jobs' progress-history ConfigMaps", registry=r
+        )
+        self.status_api_requests = Gauge(
+            "kubetrain_status_api_requests",
+            "API requests the status endpoint sent since start, by HTTP method",
+            ("method",),
+            registry=r,
+        )
+        self.status_connections = Gauge(
+            "kubetrain_status_connections",
+            "The status endpoint's TLS connections: open now, accepted since start, refused at its bound",
+            ("state",),
+            registry=r,
+        )
+        self.status_certificate_reloads = Gauge(
+            "kubetrain_status_certificate_reloads",
+            "Times the served certificate changed without a restart",
+            registry=r,
+        )
         self.gc_pauses = PauseRecorder()
         r.register(self.gc_pauses)
         # What controller-runtime's registry exports for a Go operator: memory, CPU, file descriptors.

@@ -40,6 +40,10 @@ from kubetrain.kube.runtime.leader import ApiLeaseLock, ElectionSettings, Leader
 from kubetrain.kube.runtime.lifecycle import Outcome, run_while_leading
 from kubetrain.kube.runtime.reflector import resync_periodically
 from kubetrain.kube.runtime.store import ObjectChange
+from kubetrain.kube.status.authenticator import JobCaches
+from kubetrain.kube.status.ca_bundle import CaPublisher
+from kubetrain.kube.status.endpoint import StatusEndpoint
+from kubetrain.kube.status.settings import StatusServerSettings
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +75,8 @@ class OperatorSettings:
     gc_young_threshold: int = 0
     """Tune the process's garbage collector (``runtime.collector``); 0 leaves it as the host process set it
     (an operator embedded in a test or another program does not own the collector)."""
+    status: StatusServerSettings | None = None
+    """The status endpoint; None turns it off (and ``render.status`` must then be None too)."""
 
 
 class MissingCrdError(Exception):
@@ -99,6 +105,8 @@ class Operator:
         self.previous_logs: PreviousLogs | None = None
         self.informers: list[Informer] = []
         self.controllers: list[JobController] = []
+        self.ca: CaPublisher | None = CaPublisher(client.http) if settings.status is not None else None
+        self.status_endpoint: StatusEndpoint | None = None
 
     def _busy(self) -> bool:
         """A job key is ready for a worker or a reconcile's calls are under way: events wait (they are
@@ -156,6 +164,7 @@ class Operator:
             settings.render,
             addressing,
             companion_recheck_period=settings.resync_period,
+            ca=self.ca,
         )
         traits = Traits(
             colocated=False,
@@ -197,12 +206,24 @@ class Operator:
             pod_groups.add_handler(lambda change: _route_owned(change, self.controllers))
         if autoscalers is not None:
             autoscalers.add_handler(lambda change: _route_owned(change, self.controllers))
+        if settings.status is not None and self.ca is not None:
+            caches = JobCaches(
+                {(c.framework.api_version, c.framework.model.PLURAL): c.jobs for c in self.controllers},
+                pods.store,
+                batch_jobs.store if batch_jobs is not None else None,
+                synced=lambda: all(informer.has_synced.is_set() for informer in self.informers),
+            )
+            self.status_endpoint = StatusEndpoint(
+                settings.status, self.client.http, caches, on_bundle=self.ca.set_bundle
+            )
 
     # --- running --------------------------------------------------------------------------------
 
     def _ready(self) -> str | None:
         waiting = [i.kind for i in self.informers if not i.has_synced.is_set()]
-        return f"caches not synced: {', '.join(waiting)}" if waiting else None
+        if waiting:
+            return f"caches not synced: {', '.join(waiting)}"
+        return self.status_endpoint.failure if self.status_endpoint is not None else None
 
     def _refresh_gauges(self) -> None:
         self.metrics.events_posted.set(self.events.sent)
@@ -215,6 +236,34 @@ class Operator:
                 self.metrics.watch_restarts.labels(resource=informer.reflector.name, reason=reason).set(count)
         for controller in self.controllers:
             self.metrics.queue_depth.labels(kind=controller.kind).set(len(controller.queue))
+        if self.status_endpoint is not None:
+            self._refresh_status_gauges(self.status_endpoint)
+
+    def _refresh_status_gauges(self, endpoint: StatusEndpoint) -> None:
+        """The endpoint's counts (its thread writes them; a copy of a dict is taken whole, under the GIL)."""
+        metrics = self.metrics
+        for code, count in dict(endpoint.counts.by_code).items():
+            metrics.status_requests.labels(code=str(code)).set(count)
+        for method, count in dict(endpoint.requests.by_method).items():
+            metrics.status_api_requests.labels(method=method).set(count)
+        if endpoint.writer is not None:
+            metrics.status_reports_coalesced.set(endpoint.writer.counts.coalesced)
+            for result, count in dict(endpoint.writer.counts.by_result).items():
+                metrics.status_writes.labels(result=result).set(count)
+        if endpoint.authenticator is not None:
+            reviews = endpoint.authenticator.counts
+            metrics.status_token_reviews.labels(outcome="reviewed").set(reviews.reviews)
+            metrics.status_token_reviews.labels(outcome="cached").set(reviews.cache_hits)
+            metrics.status_token_reviews.labels(outcome="throttled").set(reviews.throttled)
+        if endpoint.history is not None:
+            metrics.status_history_writes.set(endpoint.history.counts.written)
+        if endpoint.keeper is not None:
+            metrics.status_certificate_reloads.set(endpoint.keeper.reloads)
+        if endpoint.listener is not None:
+            connections = endpoint.listener.refresh_counts()
+            metrics.status_connections.labels(state="open").set(connections.open)
+            metrics.status_connections.labels(state="accepted").set(connections.accepted)
+            metrics.status_connections.labels(state="refused").set(connections.refused)
 
     async def _serve_endpoints(self) -> list[asyncio.Server]:
         servers = []
@@ -237,9 +286,14 @@ class Operator:
                 controller.enqueue_all()
                 work.append(controller.run_workers())
                 work.append(resync_periodically(self.settings.resync_period, controller.enqueue_all))
+            if self.ca is not None:
+                work.append(self.ca.follow(self._job_namespaces))
             await asyncio.gather(*work)
         finally:
             self.metrics.is_leader.set(0)
+
+    def _job_namespaces(self) -> set[str]:
+        return {str((job.get("metadata") or {}).get("namespace")) for c in self.controllers for job in c.jobs}
 
     async def run(self, stop: asyncio.Event) -> int:
         """Run until ``stop`` is set (0) or the Lease is lost (1)."""
@@ -251,6 +305,9 @@ class Operator:
         caches = [asyncio.ensure_future(informer.run()) for informer in self.informers]
         self.metrics.gc_pauses.install()
         try:
+            if self.status_endpoint is not None:
+                # Before any reconcile: the CA must be known when the first pods are created.
+                await self.status_endpoint.start()
             synced = asyncio.ensure_future(wait_for_sync(self.informers, CACHE_SYNC_TIMEOUT))
             stopping = asyncio.ensure_future(stop.wait())
             await asyncio.wait({synced, stopping}, return_when=asyncio.FIRST_COMPLETED)
@@ -279,6 +336,8 @@ class Operator:
             await asyncio.gather(*caches, return_exceptions=True)
             if self.previous_logs is not None:
                 await self.previous_logs.close()
+            if self.status_endpoint is not None:
+                await self.status_endpoint.stop()
             await self.events.flush()
             await self.events.stop()
             for server in servers:

@@ -24,18 +24,22 @@ from kubetrain.kube.render import (
     render_pod_group,
     render_service,
 )
+from kubetrain.kube.status.injection import StatusInjection
 
 
-def kubernetes_plan(job: TrainingJob, gang_scheduler: str | None = None) -> list[dict[str, Any]]:
+def kubernetes_plan(
+    job: TrainingJob, gang_scheduler: str | None = None, status: StatusInjection | None = None
+) -> list[dict[str, Any]]:
     """The PodGroup (if gang scheduling), the job's companions (RBAC, Service, Secret, ConfigMap),
     then each replica's Pod (or batch Job) and headless Service.
 
     The ConfigMap is shown as it is first written, before any worker runs; an ssh-auth Secret is
-    shown without the key pair generated when it is created.
+    shown without the key pair generated when it is created. ``status`` is where the operator's status
+    endpoint is reached (None: off, as ``kubetrain plan`` shows pods).
     """
     job = admit(job)
     framework = framework_for(job)
-    settings = RenderSettings(gang_scheduler=gang_scheduler)
+    settings = RenderSettings(gang_scheduler=gang_scheduler, status=status)
     addressing = ClusterAddressing()
     traits = Traits(colocated=False, gang_scheduler=gang_scheduler)
     objects: list[dict[str, Any]] = []

@@ -26,6 +26,7 @@ from kubetrain.frameworks.labels import (
     REPLICA_TYPE_LABEL,
 )
 from kubetrain.kube.quantity import add_resources, format_quantity
+from kubetrain.kube.status.injection import StatusInjection, inject_status_reporting
 
 VOLCANO_GROUP = "scheduling.volcano.sh"
 SCHEDULER_PLUGINS_GROUP = "scheduling.x-k8s.io"
@@ -42,6 +43,8 @@ class RenderSettings:
     gang_scheduler: str | None = None
     """``volcano``, a scheduler-plugins scheduler name, or None (``--gang-scheduler-name``)."""
     init: InitSettings = field(default_factory=InitSettings)
+    status: StatusInjection | None = None
+    """Where pods reach the status endpoint; None (the endpoint off) renders pods exactly as upstream."""
 
     @property
     def is_volcano(self) -> bool:
@@ -111,6 +114,15 @@ def render_pod(
     if init:
         spec["initContainers"] = [*(spec.get("initContainers") or []), *init]
     decorate_pod_spec(spec, framework.pod_decoration(job, plan.replica_type, plan.index))
+    if settings.status is not None:
+        inject_status_reporting(
+            spec,
+            settings.status,
+            api_version=job.API_VERSION,
+            namespace=job.namespace,
+            plural=job.PLURAL,
+            name=job.name,
+        )
     pod: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
     scheduler_kept = (
         _gang_decoration(pod, job, plan, settings, framework) if settings.gang_scheduler else True

@@ -7,11 +7,13 @@ local run makes a pair per run. Reporters are given only the CA certificate.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import ipaddress
+import os
 import ssl
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,12 +69,29 @@ class TlsCredentials:
 
     def load_into(self, context: ssl.SSLContext) -> None:
         """Serve these credentials from ``context`` from the next handshake on (renewal without a restart)."""
-        # load_cert_chain reads files only: the PEM goes through a private temporary directory.
+        # load_cert_chain reads files only. On Linux the PEM goes through anonymous memory files, so the key
+        # never touches a disk and a read-only root filesystem (the operator's pod) is no obstacle;
+        # elsewhere through a private temporary directory.
+        if hasattr(os, "memfd_create"):
+            with _memory_file(self.cert + self.ca_cert) as cert, _memory_file(self.key) as key:
+                context.load_cert_chain(cert, key)
+            return
         with tempfile.TemporaryDirectory(prefix="kubetrain-tls-") as directory:
-            cert, key = Path(directory) / "tls.crt", Path(directory) / "tls.key"
-            cert.write_text(self.cert + self.ca_cert, encoding="ascii")
-            key.write_text(self.key, encoding="ascii")
-            context.load_cert_chain(cert, key)
+            cert_path, key_path = Path(directory) / "tls.crt", Path(directory) / "tls.key"
+            cert_path.write_text(self.cert + self.ca_cert, encoding="ascii")
+            key_path.write_text(self.key, encoding="ascii")
+            context.load_cert_chain(cert_path, key_path)
+
+
+@contextlib.contextmanager
+def _memory_file(text: str) -> Iterator[str]:
+    """A path to ``text`` held in memory only (``/proc/self/fd`` of a memfd), valid inside the block."""
+    descriptor = os.memfd_create("kubetrain-tls", os.MFD_CLOEXEC)
+    try:
+        os.write(descriptor, text.encode("ascii"))
+        yield f"/proc/self/fd/{descriptor}"
+    finally:
+        os.close(descriptor)
 
 
 def issue(names: Sequence[str], now: datetime.datetime | None = None) -> TlsCredentials:
@@ -110,7 +129,14 @@ def issue(names: Sequence[str], now: datetime.datetime | None = None) -> TlsCred
     cert = (
         x509.CertificateBuilder()
         .subject_name(
-            x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0] if names else "kubetrain")])
+            # Clients match the SAN, not the CN, which may not exceed 64 characters (a long FQDN would).
+            x509.Name(
+                [
+                    x509.NameAttribute(
+                        NameOID.COMMON_NAME, names[0] if names and len(names[0]) <= 64 else "kubetrain"
+                    )
+                ]
+            )
         )
         .issuer_name(ca_name)
         .public_key(key.public_key())

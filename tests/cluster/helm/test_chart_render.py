@@ -40,6 +40,9 @@ NON_DEFAULT = (
     "--set=image.tag=9.9.9",
     "--set=resources.limits.memory=1Gi",
     "--set=mpiJobAPI=v1",
+    "--set=statusServer.port=9443",
+    "--set=statusServer.url=https://status.example.org:9443",
+    "--set=statusServer.secretName=kt-status-tls",
 )
 
 
@@ -85,6 +88,9 @@ def test_default_values_give_the_operators_default_flags(default: list[dict[str,
         "--pytorch-init-container-image=alpine:3.10",
         "--pytorch-init-container-max-tries=100",
         "--mpi-kubectl-delivery-image=kubeflow/kubectl-delivery:latest",
+        "--status-server-bind-address=:8443",
+        "--status-server-service=kubetrain-status",
+        "--status-server-secret=kubetrain-status-tls",
     ]
 
 
@@ -133,6 +139,10 @@ def test_non_default_values_become_the_operators_flags(non_default: list[dict[st
         "--pytorch-init-container-image=busybox:1.36",
         "--pytorch-init-container-max-tries=7",
         "--mpi-kubectl-delivery-image=example.org/delivery:1",
+        "--status-server-bind-address=:9443",
+        "--status-server-service=kubetrain-status",
+        "--status-server-secret=kt-status-tls",
+        "--status-server-url=https://status.example.org:9443",
         "--log-level=warning",
     ]
 
@@ -212,7 +222,7 @@ def test_without_leader_election_no_lease_flag_is_passed(helm: Helm) -> None:
 def test_disabled_metrics_turn_off_the_endpoint_and_its_service(helm: Helm) -> None:
     rendered = helm.template("--set=metrics.enabled=false")
     assert "--metrics-bind-address=0" in operator_args(rendered)
-    assert not [d for d in rendered if d["kind"] == "Service"]
+    assert [d["metadata"]["name"] for d in rendered if d["kind"] == "Service"] == ["kubetrain-status"]
 
 
 def test_a_service_monitor_without_metrics_is_refused(helm: Helm) -> None:
@@ -224,15 +234,37 @@ def test_the_service_monitor_selects_the_metrics_service_by_its_labels(
     non_default: list[dict[str, Any]],
 ) -> None:
     monitor = find(non_default, "ServiceMonitor")
-    service = find(non_default, "Service")
+    service = find(non_default, "Service", "kubetrain")
     assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
     assert monitor["spec"]["endpoints"][0]["port"] == service["spec"]["ports"][0]["name"]
 
 
-def test_the_service_selects_the_operator_pods(default: list[dict[str, Any]]) -> None:
-    service = find(default, "Service")
+@pytest.mark.parametrize("name", ["kubetrain", "kubetrain-status"])
+def test_the_services_select_the_operator_pods(default: list[dict[str, Any]], name: str) -> None:
+    service = find(default, "Service", name)
     pod_labels = find(default, "Deployment")["spec"]["template"]["metadata"]["labels"]
     assert service["spec"]["selector"].items() <= pod_labels.items()
+
+
+def test_the_status_service_is_headless_on_the_endpoints_port(non_default: list[dict[str, Any]]) -> None:
+    service = find(non_default, "Service", "kubetrain-status")
+    assert service["spec"]["clusterIP"] == "None", "its name resolves to every ready replica"
+    assert service["spec"]["ports"] == [{"name": "status", "port": 9443, "targetPort": "status"}]
+    [container] = find(non_default, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert {"name": "status", "containerPort": 9443} in container["ports"]
+
+
+def test_a_disabled_status_server_turns_the_endpoint_off_and_renders_no_service_for_it(helm: Helm) -> None:
+    rendered = helm.template("--set=statusServer.enabled=false")
+    args = operator_args(rendered)
+    assert "--status-server-bind-address=0" in args
+    assert not [a for a in args if a.startswith(("--status-server-url", "--status-server-secret"))]
+    assert [d["metadata"]["name"] for d in rendered if d["kind"] == "Service"] == ["kubetrain"]
+
+
+def test_a_status_url_that_is_not_https_is_refused_naming_its_path(helm: Helm) -> None:
+    error = helm.template_error("--set=statusServer.url=http://status.example.org")
+    assert "at '/statusServer/url'" in error and "does not match pattern" in error
 
 
 def test_an_existing_service_account_must_be_named(helm: Helm) -> None:

@@ -19,6 +19,15 @@ from operator_support import (
     wait_condition,
     wait_pods,
 )
+from status_support import (
+    audience,
+    ca_bundle,
+    mint_token,
+    post,
+    start_endpoint,
+    trainer_status,
+    wait_default_service_account,
+)
 
 from kubetrain.envtest import binaries
 from kubetrain.envtest.kubeapi import KubeApi
@@ -52,6 +61,19 @@ def test_the_standalone_overlay_applies_server_side(installed: str, kube_api: Ku
         kube_api.get("/api/v1/namespaces/kubeflow/services/training-operator")["spec"]["ports"][0]["port"]
         == 8080
     )
+
+
+def test_the_status_endpoints_service_is_headless_and_selects_the_operator_pods(
+    installed: str, kube_api: KubeApi
+) -> None:
+    service = kube_api.get("/api/v1/namespaces/kubeflow/services/training-operator-status")
+    deployment = kube_api.get("/apis/apps/v1/namespaces/kubeflow/deployments/training-operator")
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["clusterIP"] == "None"
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+    assert [(p["name"], p["port"]) for p in service["spec"]["ports"]] == [("status", 8443)]
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    assert "--status-server-bind-address=:8443" in container["args"]
 
 
 def test_the_cluster_role_lists_verbs_and_resources_without_wildcards(
@@ -114,6 +136,13 @@ def allowed(api: KubeApi, verb: str, resource: str) -> bool:
         ("create", "jobs.batch"),
         ("patch", "jobs.batch/status"),
         ("update", "secrets"),
+        # The status endpoint: TokenReview, the pod of a report, its trainerStatus, the CA and history
+        # ConfigMaps, the TLS Secret.
+        ("create", "tokenreviews.authentication.k8s.io"),
+        ("get", "pods"),
+        ("patch", "xgboostjobs.kubeflow.org/status"),
+        ("create", "configmaps"),
+        ("get", "secrets"),
     ],
 )
 def test_the_service_account_may_make_each_call_the_operator_makes(
@@ -182,3 +211,30 @@ def test_the_operator_runs_a_job_to_ttl_deletion_as_its_service_account(
     eventually(
         lambda: gone(kube_api, job_path("PyTorchJob", namespace, "j")), timeout=15, what="TTL deletion"
     )
+
+
+def test_the_operator_keeps_its_status_endpoint_as_its_service_account(
+    installed: str,
+    envtest: EnvtestCluster,
+    kube_api: KubeApi,
+    namespace: str,
+    start_operator: StartOperator,
+    tmp_path: Path,
+) -> None:
+    kubeconfig = service_account_kubeconfig(envtest, tmp_path)
+    endpoint = start_endpoint(start_operator, namespace, "--kubeconfig", str(kubeconfig))
+    wait_default_service_account(kube_api, namespace)
+    create_job(kube_api, namespace, pytorch_job("j", workers=1))
+    master = eventually(lambda: kube_api.get_or_none(f"/api/v1/namespaces/{namespace}/pods/j-master-0"))
+    token = mint_token(kube_api, master, audience(namespace, "j"))
+    code, answer = post(
+        endpoint.url("j"), ca_bundle(kube_api, namespace), {"trainerStatus": {"progressPercentage": 7}}, token
+    )
+    assert code == 200, answer
+    eventually(lambda: trainer_status(kube_api, namespace, "j"), 5, "the report in the job's status")
+    eventually(
+        lambda: kube_api.get_or_none(f"/api/v1/namespaces/{namespace}/configmaps/j-progress-history"),
+        10,
+        "the history ConfigMap",
+    )
+    assert "forbidden" not in endpoint.operator.log.lower()

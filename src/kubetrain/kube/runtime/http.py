@@ -165,24 +165,24 @@ class Credentials:
     again after a 401 (a rotated service-account token file, an expired exec-plugin token)."""
 
     def __init__(self, auth: httpx2.Auth | None, server: str) -> None:
-        self._auth = auth
+        self.auth = auth
         self._server = server
         self._headers: dict[str, str] | None = None
 
     async def headers(self) -> dict[str, str]:
         if self._headers is None:
             self._headers = {}
-            if self._auth is not None:
-                flow = self._auth.async_auth_flow(httpx2.Request("GET", self._server))
+            if self.auth is not None:
+                flow = self.auth.async_auth_flow(httpx2.Request("GET", self._server))
                 self._headers = _authorization(await flow.__anext__())
                 await flow.aclose()
         return self._headers
 
     async def refresh(self) -> bool:
         """After a 401: whether the auth came up with different credentials, worth one more try."""
-        if self._auth is None:
+        if self.auth is None:
             return False
-        flow = self._auth.async_auth_flow(httpx2.Request("GET", self._server))
+        flow = self.auth.async_auth_flow(httpx2.Request("GET", self._server))
         await flow.__anext__()
         try:
             retried = await flow.asend(httpx2.Response(401))
@@ -301,6 +301,19 @@ class ApiSession:
         )
         other._pool = self._pool
         return other
+
+    def detached(self, bucket: TokenBucket, counter: RequestCounter) -> ApiSession:
+        """The same server and credentials with connections, a rate limit and a counter of its own: for work
+        on another event loop (an aiohttp session belongs to the loop it was made on), such as the status
+        endpoint's thread."""
+        return ApiSession(
+            self._server,
+            tls=self._pool.tls,
+            credentials=Credentials(self._credentials.auth, self._server),
+            bucket=bucket,
+            counter=counter,
+            timeout=self._timeout,
+        )
 
     def _connected(self) -> aiohttp.ClientSession:
         return self._pool.session()

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import httpx2
 from lightkube import ALL_NS, ApiError, Client, ConfigError, KubeConfig, SingleConfig, operators
 from lightkube.generic_resource import GenericNamespacedResource, create_namespaced_resource
-from lightkube.resources.core_v1 import Event, Pod
+from lightkube.resources.core_v1 import ConfigMap, Event, Pod
 from lightkube.types import CascadeType, PatchType
 
 from kubetrain.api.errors import InvalidJobError
@@ -26,6 +26,7 @@ from kubetrain.api.progress import ProgressHistory
 from kubetrain.engine.diagnosis import Finding
 from kubetrain.engine.types import Observation
 from kubetrain.frameworks.labels import JOB_NAME_LABEL
+from kubetrain.kube.status.history_config_map import history_config_map_name, read_history
 from kubetrain.sdk.backends.base import JobEvent, LogLine
 from kubetrain.sdk.errors import (
     AccessDeniedError,
@@ -504,7 +505,18 @@ class KubernetesBackend:
         return sorted(events, key=lambda e: e.last_seen.timestamp() if e.last_seen else 0.0)
 
     def progress_history(self, kind: JobKind, namespace: str, name: str) -> ProgressHistory:
-        raise NotImplementedError("progress history: being built on its branch")
+        """The history the operator's status endpoint keeps in ``<job>-progress-history``, owned by the job:
+        empty when the job never reported (or the endpoint is off); JobNotFoundError when there is no job."""
+        job = self.get(kind, namespace, name)
+        config_map_name = history_config_map_name(name)
+        try:
+            found = self._call(
+                f"Failed to read the progress history of {kind} {namespace}/{name}",
+                lambda: self.client.get(ConfigMap, config_map_name, namespace=namespace),
+            )
+        except JobNotFoundError:
+            return ProgressHistory()
+        return read_history(found.to_dict(), str(job.metadata.uid or ""))
 
     def diagnose(self, kind: JobKind, namespace: str, name: str) -> list[Finding]:
         """As the operator diagnoses the job: its pods observed as the operator observes them, the previous

@@ -130,3 +130,42 @@ async def test_a_stored_job_with_a_malformed_template_is_failed_without_creating
     failed = api.requests[0][2]["status"]["conditions"][-1]
     assert failed["reason"] == "InvalidSpec"
     assert "spec.pytorchReplicaSpecs.Worker.template.spec.containers[0].env[0]" in failed["message"]
+
+
+def _with_report(job_object: dict[str, Any], version: str, percent: int, **status: Any) -> dict[str, Any]:
+    report = {"progressPercentage": percent, "lastUpdatedTime": f"2026-11-25T12:00:{percent:02d}Z"}
+    return {
+        **job_object,
+        "metadata": {**job_object["metadata"], "resourceVersion": version},
+        "status": {**(job_object.get("status") or {}), **status, "trainerStatus": report},
+    }
+
+
+def test_a_new_progress_report_alone_does_not_requeue_the_job() -> None:
+    jobs = controller(FakeApi(), Expectations())
+    old = _with_report(STORED, "8", 10)
+    jobs.on_job_change(ObjectChange(ChangeType.MODIFIED, old, _with_report(STORED, "9", 11)))
+    assert len(jobs.queue) == 0
+
+
+def test_a_report_on_a_stalled_job_requeues_it_so_the_condition_clears() -> None:
+    stalled = {"conditions": [{"type": "Stalled", "status": "True"}]}
+    jobs = controller(FakeApi(), Expectations())
+    old = _with_report(STORED, "8", 10, **stalled)
+    jobs.on_job_change(ObjectChange(ChangeType.MODIFIED, old, _with_report(STORED, "9", 11, **stalled)))
+    assert len(jobs.queue) == 1
+
+
+def test_a_report_together_with_another_change_requeues_the_job() -> None:
+    jobs = controller(FakeApi(), Expectations())
+    old = _with_report(STORED, "8", 10)
+    new = _with_report({**STORED, "metadata": {**STORED["metadata"], "labels": {"a": "b"}}}, "9", 11)
+    jobs.on_job_change(ObjectChange(ChangeType.MODIFIED, old, new))
+    assert len(jobs.queue) == 1
+
+
+def test_a_jobs_first_report_requeues_it_to_arm_the_progress_deadline() -> None:
+    jobs = controller(FakeApi(), Expectations())
+    old = {**STORED, "metadata": {**STORED["metadata"], "resourceVersion": "8"}}
+    jobs.on_job_change(ObjectChange(ChangeType.MODIFIED, old, _with_report(STORED, "9", 1)))
+    assert len(jobs.queue) == 1

@@ -1,0 +1,130 @@
+"""What the status endpoint's cluster tests share: an operator with the endpoint on a free loopback port,
+pod-bound tokens minted with the TokenRequest API (envtest's API server signs them as a kubelet's would be),
+and a reporter that uses only the standard library, as a training script would."""
+
+from __future__ import annotations
+
+import json
+import socket
+import ssl
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+
+from operator_support import OperatorProcess, StartOperator, eventually
+
+from kubetrain.envtest.kubeapi import ApiError, KubeApi, KubeObject
+
+CA_CONFIG_MAP = "kubetrain-status-ca"
+SECRET = "training-operator-status-tls"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@dataclass
+class Endpoint:
+    operator: OperatorProcess
+    port: int
+    namespace: str
+
+    @property
+    def base_url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    def url(self, job: str, plural: str = "pytorchjobs", api_version: str = "kubeflow.org/v1") -> str:
+        return f"{self.base_url}/apis/{api_version}/namespaces/{self.namespace}/{plural}/{job}/status"
+
+
+def start_endpoint(
+    start_operator: StartOperator, namespace: str, *flags: str, port: int | None = None
+) -> Endpoint:
+    """The operator watching ``namespace``, its endpoint on 127.0.0.1 and its Secret in that namespace."""
+    port = port or free_port()
+    operator = start_operator(
+        "--status-server-bind-address",
+        f"127.0.0.1:{port}",
+        "--status-server-url",
+        f"https://127.0.0.1:{port}",
+        "--status-server-namespace",
+        namespace,
+        *flags,
+    )
+    eventually(lambda: "status endpoint: serving" in operator.log, 30, "the status endpoint serving")
+    # Until then a job not found may only be a job not listed yet: the endpoint answers 503, retry.
+    eventually(lambda: "caches synced" in operator.log, 30, "the operator's caches synced")
+    return Endpoint(operator, port, namespace)
+
+
+def wait_default_service_account(api: KubeApi, namespace: str) -> None:
+    """The controller-manager makes it a moment after the namespace; tokens are minted for it."""
+    path = f"/api/v1/namespaces/{namespace}/serviceaccounts/default"
+    eventually(lambda: api.get_or_none(path), 30, "the default ServiceAccount")
+
+
+def mint_token(api: KubeApi, pod: KubeObject, audience: str, seconds: int = 3600) -> str:
+    """What the kubelet puts in the projected volume: a token for ``audience`` bound to ``pod`` (which runs
+    as ``default`` unless its template names another: the TokenRequest API binds only to a pod of the
+    account it mints for)."""
+    metadata = pod["metadata"]
+    account = pod["spec"].get("serviceAccountName") or "default"
+    request = {
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenRequest",
+        "spec": {
+            "audiences": [audience],
+            "expirationSeconds": seconds,
+            "boundObjectRef": {
+                "kind": "Pod",
+                "apiVersion": "v1",
+                "name": metadata["name"],
+                "uid": metadata["uid"],
+            },
+        },
+    }
+    path = f"/api/v1/namespaces/{metadata['namespace']}/serviceaccounts/{account}/token"
+    return str(api.create(path, request)["status"]["token"])
+
+
+def audience(namespace: str, job: str, plural: str = "pytorchjobs") -> str:
+    return f"kubetrain.dev/status/{namespace}/{plural}/{job}"
+
+
+def ca_bundle(api: KubeApi, namespace: str) -> str:
+    config_map = eventually(
+        lambda: api.get_or_none(f"/api/v1/namespaces/{namespace}/configmaps/{CA_CONFIG_MAP}"),
+        30,
+        "the CA ConfigMap",
+    )
+    return str(config_map["data"]["ca.crt"])
+
+
+def post(url: str, ca: str, body: bytes | dict[str, Any], token: str | None) -> tuple[int, dict[str, Any]]:
+    """One report, as a stdlib-only training script sends it; (HTTP code, the JSON answer)."""
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    headers = {"Content-Type": "application/json"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(url, data=data, method="POST", headers=headers)
+    try:
+        with urllib.request.urlopen(
+            request, context=ssl.create_default_context(cadata=ca), timeout=10
+        ) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def trainer_status(
+    api: KubeApi, namespace: str, job: str, plural: str = "pytorchjobs"
+) -> dict[str, Any] | None:
+    try:
+        found = api.get(f"/apis/kubeflow.org/v1/namespaces/{namespace}/{plural}/{job}")
+    except ApiError:
+        return None
+    status: dict[str, Any] | None = (found.get("status") or {}).get("trainerStatus")
+    return status
