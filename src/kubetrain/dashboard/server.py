@@ -93,8 +93,8 @@ def _problem_for(error: BaseException) -> RequestError:
         return RequestError(409, str(error))
     if isinstance(error, BackendUnavailableError):
         return RequestError(503, str(error))
-    if isinstance(error, UnsupportedOperationError | NotImplementedError):
-        return RequestError(501, str(error) or "not supported by this backend yet")
+    if isinstance(error, UnsupportedOperationError):
+        return RequestError(501, str(error))
     if isinstance(error, TrainingApiError):
         return RequestError(502, str(error))
     if isinstance(error, ValueError):
