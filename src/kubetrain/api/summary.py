@@ -78,7 +78,7 @@ class JobSummary:
             name=str(metadata.get("name") or ""),
             namespace=str(metadata.get("namespace") or "default"),
             labels={str(k): str(v) for k, v in labels.items()},
-            created=_time(metadata.get("creationTimestamp")) or _time(status.get("startTime")),
+            created=read_time(metadata.get("creationTimestamp")) or read_time(status.get("startTime")),
             condition_types=tuple(str(c.get("type") or "") for c in conditions),
             message=str(conditions[-1].get("message") or "") if conditions else "",
             replicas=tuple(
@@ -92,7 +92,7 @@ class JobSummary:
             replaced_restarts=sum(_count(_mapping(s).get("restarts")) for s in statuses.values()),
             progress=_int(trainer.get("progressPercentage")),
             remaining_seconds=_int(trainer.get("estimatedRemainingSeconds")),
-            reported_at=_time(trainer.get("lastUpdatedTime")),
+            reported_at=read_time(trainer.get("lastUpdatedTime")),
             metrics=tuple(
                 (str(m["name"]), str(m["value"]))
                 for m in metrics
@@ -123,7 +123,8 @@ def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _time(value: object) -> datetime | None:
+def read_time(value: object) -> datetime | None:
+    """A wire timestamp (RFC 3339); None when absent or unreadable."""
     if not isinstance(value, str):
         return None
     try:

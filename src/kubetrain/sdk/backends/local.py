@@ -16,13 +16,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator, Mapping
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kubetrain.api.jobs import TrainingJob
 from kubetrain.api.manifest import parse_job
 from kubetrain.api.progress import ProgressHistory
+from kubetrain.api.summary import read_time
 from kubetrain.engine.diagnosis import Finding
 from kubetrain.frameworks.registry import framework_for
 from kubetrain.local.runtime import Runtime
@@ -202,7 +202,7 @@ class LocalBackend:
                 message=str(e.get("message", "")),
                 involved=f"{kind}/{job_name}",
                 count=int(e.get("count", 1)),
-                last_seen=_event_time(e.get("lastTimestamp")),
+                last_seen=read_time(e.get("lastTimestamp")),  # absent in records of older runs
             )
             for e in record.events
         ]
@@ -421,13 +421,3 @@ def _follow_logs(
     for pod in replicas:
         if partial[pod]:
             yield LogLine(pod, partial[pod])
-
-
-def _event_time(value: object) -> datetime | None:
-    """A recorded event's ``lastTimestamp``; None for a record written before runs stamped their events."""
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value)
-    except ValueError:
-        return None
