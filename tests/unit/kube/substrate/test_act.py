@@ -108,3 +108,13 @@ async def test_a_refused_status_write_counts_no_transition() -> None:
     outcome = await acting.carry_out(target(), Decision(status=created_status()))
     assert outcome.errors and not outcome.status_written
     assert not created_count(metrics)
+
+
+async def test_a_creation_answered_already_exists_expects_nothing_more() -> None:
+    # Made by a request whose answer was lost (the API server crashed): the re-listed cache may have seen it
+    # before this creation raised its expectation, so no watch event is left to lower it.
+    api, expectations = FakeApi(409), Expectations()
+    decision = Decision(actions=(CreateReplica("Worker", 0),), status=PYTORCH.status)
+    outcome = await actor(api, expectations).carry_out(target(), decision)
+    assert expectations.satisfied(expectation_key(KEY, "Worker", "pods"))
+    assert (outcome.created, outcome.errors) == (0, [])
