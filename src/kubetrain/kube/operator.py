@@ -303,6 +303,9 @@ class Operator:
                 work.append(self.ca.follow(self._job_namespaces))
             await asyncio.gather(*work)
         finally:
+            # While the Lease is still held: run_while_leading releases it only after this work has ended,
+            # and the fence drops whatever a replica that lost it still had queued.
+            await self.events.flush()
             self.metrics.is_leader.set(0)
 
     def _job_namespaces(self) -> set[str]:
@@ -335,6 +338,8 @@ class Operator:
             if self.elector is None:
                 await run_until_stopped(self._reconcile_all(), stop)
                 return 0
+            lease = f"{self.settings.lease_namespace}/{self.settings.lease_name}"
+            log.info("%s: campaigning for the leader Lease %s", self.elector.identity, lease)
             outcome = await run_while_leading(self.elector, self._reconcile_all, stop)
             if outcome is Outcome.LOST_LEADERSHIP:
                 log.error("lost the leader Lease; stopping so that the new leader acts alone")
