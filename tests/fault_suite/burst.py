@@ -64,7 +64,7 @@ class FaultCluster:
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
         state = controlplane.start(
-            run_dir, controlplane.EnvtestOptions(nodes=2, node_shape=NODE_SHAPE, audit_log=True)
+            run_dir, controlplane.EnvtestOptions(nodes=2, node_shape=NODE_SHAPE, audit_policy=audit.WRITES)
         )
         self.kubeconfig = state.kubeconfig
         self.etcd = f"http://127.0.0.1:{state.ports.etcd_client}"

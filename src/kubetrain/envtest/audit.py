@@ -1,10 +1,11 @@
-"""The API server's audit log, for tests that must know who wrote what and when, as the server saw it.
+"""The API server's audit log, for tests that must know who did what and when, as the server saw it.
 
-``kubetrain envtest start --audit-log`` starts kube-apiserver with the policy below and a JSON log in
-``logs/audit.log``. The policy keeps what fault tests ask about and little else: every write (create,
+``kubetrain envtest start --audit-log`` starts kube-apiserver with ``WRITES`` as its policy and a JSON log in
+``logs/audit.log``. That policy keeps what fault tests ask about and little else: every write (create,
 update, patch, delete) at ``Metadata`` level (who, from which User-Agent, on what object, the answer's
 code, microsecond timestamps) and the Lease writes at ``Request`` level, whose bodies say who held each
-Lease from when. Reads are not logged: a 500-job burst writes about 20 MB of it.
+Lease from when. Reads are not logged: a 500-job burst writes about 20 MB of it. A test that needs another
+policy (every request of some identity, reads included) passes its own (``EnvtestOptions.audit_policy``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ LOG_FILE = Path("logs") / "audit.log"
 
 WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
 
-POLICY = """\
+WRITES = """\
 apiVersion: audit.k8s.io/v1
 kind: Policy
 # One event per request, when its answer is complete.
@@ -45,10 +46,10 @@ def log_path(run_dir: Path) -> Path:
     return run_dir / LOG_FILE
 
 
-def apiserver_args(run_dir: Path) -> list[str]:
+def apiserver_args(run_dir: Path, policy_text: str = WRITES) -> list[str]:
     """kube-apiserver's flags for the audit log of ``run_dir``, writing its policy file first."""
     policy = policy_path(run_dir)
-    policy.write_text(POLICY)
+    policy.write_text(policy_text)
     return [
         f"--audit-policy-file={policy}",
         f"--audit-log-path={log_path(run_dir)}",

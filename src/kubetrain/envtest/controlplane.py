@@ -70,8 +70,9 @@ class EnvtestOptions:
     ready_timeout_seconds: float = 60.0
     real_node: bool = False
     """Add one real node (kubelet, containerd, CoreDNS; see realnode.py) beside the fake ones."""
-    audit_log: bool = False
-    """Have kube-apiserver log every write in ``logs/audit.log`` (see audit.py)."""
+    audit_policy: str | None = None
+    """An audit policy (YAML): kube-apiserver then logs what it selects in ``logs/audit.log`` (see audit.py;
+    ``audit.WRITES`` logs every write)."""
 
 
 @dataclass(frozen=True)
@@ -443,8 +444,8 @@ def _start_components(
     )
 
     apiserver_argv = apiserver_args(binaries, pki, ports, options.real_node)
-    if options.audit_log:
-        apiserver_argv += audit.apiserver_args(run_dir)
+    if options.audit_policy is not None:
+        apiserver_argv += audit.apiserver_args(run_dir, options.audit_policy)
     apiserver = processes.spawn(run_dir, "kube-apiserver", apiserver_argv)
     admin = {"Authorization": f"Bearer {pki.token(ADMIN)}"}
     timings["kube-apiserver"] = _wait_for(
