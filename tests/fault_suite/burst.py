@@ -128,6 +128,8 @@ class Burst:
         self.services = Mirror(self.api, f"/api/v1/namespaces/{self.namespace}/services")
         self.job_mirror = Mirror(self.api, f"{JOBS_API}/namespaces/{self.namespace}/pytorchjobs")
         self.applied_at: datetime | None = None
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._creates: list[concurrent.futures.Future[None]] = []
 
     def __enter__(self) -> Burst:
         self.api.create("/api/v1/namespaces", {"metadata": {"name": self.namespace}})
@@ -143,15 +145,40 @@ class Burst:
         delete_namespace(self.api, self.namespace)
 
     def apply(self) -> None:
-        """Every job at once (a few threads, as ``kubectl apply`` of a directory would be)."""
+        """Start applying every job at once (a few threads, as ``kubectl apply`` of a directory would), in the
+        background: the operator acts on the first while the last are still being applied, and faults may
+        come meanwhile. ``applied()`` waits for the last."""
         collection = f"{JOBS_API}/namespaces/{self.namespace}/pytorchjobs"
         self.applied_at = now()
-        with concurrent.futures.ThreadPoolExecutor(CREATE_THREADS) as pool:
-            list(
-                pool.map(
-                    lambda name: self.api.create(collection, pytorch_job(name, self.namespace)), self.names
-                )
-            )
+        self._pool = concurrent.futures.ThreadPoolExecutor(CREATE_THREADS)
+        self._creates = [
+            self._pool.submit(self._create, collection, pytorch_job(name, self.namespace))
+            for name in self.names
+        ]
+
+    def _create(self, collection: str, job: KubeObject) -> None:
+        """One job, tried again while the API server is away (a fault may hit the apply too)."""
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                self.api.create(collection, job)
+                return
+            except ApiError as error:
+                if error.code == 409:  # an attempt whose answer was lost did create it
+                    return
+                if (error.code < 500 and error.code != 429) or time.monotonic() > deadline:
+                    raise
+            except httpx.HTTPError:
+                if time.monotonic() > deadline:
+                    raise
+            time.sleep(0.5)
+
+    def applied(self) -> None:
+        """Wait until every job was applied."""
+        for create in self._creates:
+            create.result()
+        if self._pool is not None:
+            self._pool.shutdown()
 
     def created(self) -> float:
         """The share of the burst's pods and services that exist."""

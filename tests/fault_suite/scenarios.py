@@ -110,6 +110,7 @@ def run(
             burst.apply()
             assert burst.applied_at is not None
             inject(burst, group, rng, report)
+            burst.applied()
             converged_at = burst.wait_all_running(timeout=180 + jobs)
         finally:
             group.stop_all()
@@ -180,6 +181,8 @@ def kills(burst: Burst, group: Replicas, rng: random.Random, report: Report) -> 
     for share in _points(rng, KILLS, 0.05, 0.95):
         burst.wait_created(share, timeout=300)
         (current,) = wait_for(group.running, READY_TIMEOUT, "the operator restarted")
+        # Each kill lands on an operator at work, not on the previous kill's replacement still starting.
+        wait_for(lambda: "caches synced" in current.log, READY_TIMEOUT, "the restarted operator synced")  # noqa: B023
         share = burst.created()
         current.kill()
         report.faults.append(Fault(now(), f"SIGKILL at {share:.0%} created"))

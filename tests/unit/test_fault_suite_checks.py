@@ -24,6 +24,7 @@ def event(
     body = {"spec": {"holderIdentity": holder, "leaseDurationSeconds": 15}} if holder is not None else None
     return AuditEvent(
         verb="update" if holder is not None else "create",
+        group="",
         resource=resource,
         subresource="",
         namespace="ns",

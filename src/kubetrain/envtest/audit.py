@@ -66,7 +66,9 @@ class AuditEvent:
     """One request as kube-apiserver recorded it."""
 
     verb: str
-    """``create``, ``update``, ``patch``, ``delete``, ``deletecollection``."""
+    """``get``, ``list``, ``watch``, ``create``, ``update``, ``patch``, ``delete``, ``deletecollection``."""
+    group: str
+    """The resource's API group; empty for the core group."""
     resource: str
     subresource: str
     """``status`` for a status write; empty for the object itself."""
@@ -105,6 +107,7 @@ def parse_event(line: str) -> AuditEvent | None:
     request = event.get("requestObject")
     return AuditEvent(
         verb=str(event.get("verb", "")),
+        group=str(ref.get("apiGroup", "")),
         resource=str(ref.get("resource", "")),
         subresource=str(ref.get("subresource", "")),
         namespace=str(ref.get("namespace", "")),

@@ -70,6 +70,9 @@ class EnvtestOptions:
     ready_timeout_seconds: float = 60.0
     real_node: bool = False
     """Add one real node (kubelet, containerd, CoreDNS; see realnode.py) beside the fake ones."""
+    admission_plugins: tuple[str, ...] = ()
+    """Admission plugins kube-apiserver enables beyond its defaults (e.g. OwnerReferencesPermissionEnforcement,
+    on by default in OpenShift)."""
     audit_policy: str | None = None
     """An audit policy (YAML): kube-apiserver then logs what it selects in ``logs/audit.log`` (see audit.py;
     ``audit.WRITES`` logs every write)."""
@@ -444,6 +447,8 @@ def _start_components(
     )
 
     apiserver_argv = apiserver_args(binaries, pki, ports, options.real_node)
+    if options.admission_plugins:
+        apiserver_argv.append(f"--enable-admission-plugins={','.join(options.admission_plugins)}")
     if options.audit_policy is not None:
         apiserver_argv += audit.apiserver_args(run_dir, options.audit_policy)
     apiserver = processes.spawn(run_dir, "kube-apiserver", apiserver_argv)

@@ -59,7 +59,7 @@ def test_a_complete_event_is_read_with_its_times_agent_and_answer() -> None:
 
 def test_a_subresource_is_kept_apart_from_its_object() -> None:
     event = audit.parse_event(json.dumps(POD_BINDING))
-    assert event is not None and (event.resource, event.subresource) == ("pods", "binding")
+    assert event is not None and (event.group, event.resource, event.subresource) == ("", "pods", "binding")
 
 
 def test_a_line_cut_short_or_of_another_stage_is_no_event() -> None:
