@@ -71,8 +71,8 @@ class EnvtestOptions:
     real_node: bool = False
     """Add one real node (kubelet, containerd, CoreDNS; see realnode.py) beside the fake ones."""
     admission_plugins: tuple[str, ...] = ()
-    """Admission plugins kube-apiserver enables beyond its defaults (e.g. OwnerReferencesPermissionEnforcement,
-    on by default in OpenShift)."""
+    """Admission plugins kube-apiserver enables beyond its defaults (e.g.
+    OwnerReferencesPermissionEnforcement, on by default in OpenShift)."""
     audit_policy: str | None = None
     """An audit policy (YAML): kube-apiserver then logs what it selects in ``logs/audit.log`` (see audit.py;
     ``audit.WRITES`` logs every write)."""
