@@ -230,13 +230,13 @@ def leader_loss(burst: Burst, group: Replicas, rng: random.Random, report: Repor
         burst.wait_created(share, timeout=300)
         leader = _leader(group, burst.cluster, burst.namespace)
         identity = leader.identity() or ""
-        created = burst.created()
+        created, at = burst.created(), now()
         if how == "SIGKILL":
             leader.kill()
         else:
-            code = leader.terminate()
+            code = leader.terminate()  # returns once it has exited, seconds after the signal
             report.notes.append(f"the SIGTERMed leader released the Lease and exited {code}")
-        report.faults.append(Fault(now(), f"leader {how} at {created:.0%} created", successor_of=identity))
+        report.faults.append(Fault(at, f"leader {how} at {created:.0%} created", successor_of=identity))
         _wait_for_successor(burst, identity)
 
 
