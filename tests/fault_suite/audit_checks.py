@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import collections
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -148,13 +148,13 @@ def successful_deletions(events: Iterable[AuditEvent], resource: str) -> list[st
 
 
 def first_write_after(
-    writes: Iterable[OperatorWrite], moment: datetime, *, other_than: str = ""
+    writes: Iterable[OperatorWrite], moment: datetime, *, other_than: Collection[str] = ()
 ) -> datetime | None:
-    """When the operator's work next reached the server after ``moment`` (by a replica other than
+    """When the operator's work next reached the server after ``moment`` (by a replica not in
     ``other_than``, when given): a successful write's arrival."""
     times = [
         write.event.received
         for write in writes
-        if write.event.received > moment and write.event.succeeded and write.identity != other_than
+        if write.event.received > moment and write.event.succeeded and write.identity not in other_than
     ]
     return min(times, default=None)

@@ -39,6 +39,9 @@ class Fault:
     what: str
     successor_of: str = ""
     """A replica that lost the Lease: only another's writes show the operator back at work."""
+    replaced: bool = False
+    """The replica at work was killed: only a replica that had written nothing before the fault shows the
+    operator back at work (a write the killed one had sent may still land just after it)."""
 
 
 @dataclass
@@ -143,7 +146,10 @@ def _account(
     last = report.faults[-1].at if report.faults else applied_at
     report.converged = seconds_between(last, converged_at)
     for fault in report.faults:
-        resumed = audit_checks.first_write_after(writes, fault.at, other_than=fault.successor_of)
+        gone = {fault.successor_of} if fault.successor_of else set()
+        if fault.replaced:
+            gone |= {write.identity for write in writes if write.event.received <= fault.at}
+        resumed = audit_checks.first_write_after(writes, fault.at, other_than=gone)
         report.resumed.append(seconds_between(fault.at, resumed) if resumed else float("nan"))
     for resource in ("pods", "services"):
         created = audit_checks.successful_creations(events, resource)
@@ -185,7 +191,7 @@ def kills(burst: Burst, group: Replicas, rng: random.Random, report: Report) -> 
         wait_for(lambda: "caches synced" in current.log, READY_TIMEOUT, "the restarted operator synced")  # noqa: B023
         share = burst.created()
         current.kill()
-        report.faults.append(Fault(now(), f"SIGKILL at {share:.0%} created"))
+        report.faults.append(Fault(now(), f"SIGKILL at {share:.0%} created", replaced=True))
 
 
 def api_server_restart(burst: Burst, group: Replicas, rng: random.Random, report: Report) -> None:

@@ -81,3 +81,13 @@ def test_the_status_endpoints_writes_are_every_replicas_and_not_checked() -> Non
 def test_other_clients_are_not_the_operator() -> None:
     events = [event(0, A, "leases", holder="a_1"), event(1, "kube-scheduler/v1.34.4")]
     assert unfenced(events) == []
+
+
+def test_the_operator_is_back_at_work_at_the_first_write_of_a_replica_other_than_those_it_lost() -> None:
+    """A killed replica's last write may land just after the kill: it is not the replacement at work."""
+    writes = audit_checks.operator_writes([event(1, A), event(10.2, A), event(14, B)], LEASE)
+    killed_at = START + timedelta(seconds=10)
+    assert audit_checks.first_write_after(writes, killed_at) == START + timedelta(seconds=10.2)
+    assert audit_checks.first_write_after(writes, killed_at, other_than={"a_1"}) == START + timedelta(
+        seconds=14
+    )
