@@ -88,11 +88,21 @@ class Release:
         return logs.stdout
 
     def run_job(self, name: str) -> None:
-        """A one-replica PyTorchJob in the release's namespace, run to Succeeded."""
+        """A one-replica PyTorchJob in the release's namespace, run to Succeeded. The namespace enforces
+        Pod Security's restricted profile, so the job's pod meets it too, as a user's there must."""
         replica = container(
-            "pytorch", TEST_IMAGE, imagePullPolicy="Never", command=["python", "-c", f"print('{name} ran')"]
+            "pytorch",
+            TEST_IMAGE,
+            imagePullPolicy="Never",
+            command=["python", "-c", f"print('{name} ran')"],
+            securityContext={"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
         )
         body = manifest("PyTorchJob", {"Master": 1}, name=name, namespace=None, containers=[replica])
+        body["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["securityContext"] = {
+            "runAsNonRoot": True,
+            "runAsUser": 65534,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        }
         path = f"/apis/kubeflow.org/v1/namespaces/{self.namespace}/pytorchjobs"
         self.cluster.api.create(path, body)
 
