@@ -50,9 +50,11 @@ def test_a_crash_looping_replica_is_one_warning_with_its_exit_code_and_last_line
     assert run.returncode == 1, run.stderr
     assert run.stderr.count("Warning CrashLoop: ") == 1, run.stderr
     assert f"Warning CrashLoop: {expected}" in run.stderr
-    assert [e for e in run.status_record["events"] if e["reason"] == "CrashLoop"] == [
-        {"type": "Warning", "reason": "CrashLoop", "message": expected}
-    ]
+    assert [
+        (e["type"], e["reason"], e["message"], e["count"])
+        for e in run.status_record["events"]
+        if e["reason"] == "CrashLoop"
+    ] == [("Warning", "CrashLoop", expected, 1)]
     # The run failed on its backoffLimit; what it showed as it ended stays its diagnosis.
     assert describe(state_dir, "crash-loop")[:2] == ["Diagnosis:", f"  CrashLoop: {expected}"]
 

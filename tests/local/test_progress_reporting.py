@@ -177,7 +177,8 @@ def test_a_job_quiet_past_its_deadline_is_flagged_stalled_while_its_replica_runs
     master = next(r for r in record(state_dir, "quiet")["replicas"] if r["name"] == "master-0")
     assert psutil.pid_exists(master["pid"]), "Warn leaves the replica running"
     events = record(state_dir, "quiet")["events"]
-    assert {"type": "Warning", "reason": "ProgressDeadlineExceeded", "message": stalled["message"]} in events
+    said = [(e["type"], e["reason"], e["message"]) for e in events]
+    assert ("Warning", "ProgressDeadlineExceeded", stalled["message"]) in said
     [_, row] = get_local(state_dir)
     assert re.match(r"quiet\s+PyTorchJob\s+Stalled\s+30%\s+", row), row
 

@@ -17,6 +17,7 @@ import pytest
 from kubetrain.local.state import RunDirectory, RunRecord
 from kubetrain.sdk.backends.base import JobWatchEvent, WatchEventType
 from kubetrain.sdk.backends.local import LocalBackend
+from kubetrain.sdk.backends.local_watch import POLL, LocalJobWatch
 from kubetrain.sdk.backends.watching import Listed, WatchLedger
 from kubetrain.sdk.kinds import resolve_kind
 
@@ -103,8 +104,10 @@ def record(
 class Collector:
     """The watch iterated on a thread, its events gathered for the test to wait on."""
 
-    def __init__(self, backend: LocalBackend, kind: str | None = None) -> None:
-        self.watch = backend.watch(resolve_kind(kind) if kind else None, None)
+    def __init__(
+        self, backend: LocalBackend, kind: str | None = None, watch: LocalJobWatch | None = None
+    ) -> None:
+        self.watch = watch or backend.watch(resolve_kind(kind) if kind else None, None)
         self.events: list[JobWatchEvent] = []
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -165,6 +168,36 @@ def test_a_removed_run_is_deleted_with_its_last_status(collected: tuple[Path, Co
     shutil.rmtree(state / "done")
     deleted = collector.wait_for(DELETED, "done")
     assert deleted.job is not None and deleted.job["status"]["conditions"] == [{"type": "Succeeded"}]
+
+
+def test_a_run_started_again_in_its_directory_is_modified_not_deleted(
+    collected: tuple[Path, Collector],
+) -> None:
+    # Suspend, resume and every other change of a local run stop it and start a new runner in its directory,
+    # which clears the previous run's status before writing its own.
+    state, collector = collected
+    RunDirectory(state, "again").write(record("again", finished=True, conditions=[{"type": "Failed"}]))
+    collector.wait_for(ADDED, "again")
+    RunDirectory(state, "again").reset()
+    time.sleep(POLL * 5)  # the watch looks several times while the run has no status
+    RunDirectory(state, "again").write(record("again", conditions=[{"type": "Suspended", "status": "True"}]))
+
+    changed = collector.wait_for(MODIFIED, "again")
+
+    assert changed.job is not None and changed.job["status"]["conditions"][0]["type"] == "Suspended"
+    assert [e for e in collector.events if e.type is DELETED] == []
+
+
+def test_a_run_directory_left_without_a_status_is_deleted_after_the_grace(tmp_path: Path) -> None:
+    collector = Collector(LocalBackend(tmp_path), watch=LocalJobWatch(tmp_path, None, restart_grace=0.5))
+    RunDirectory(tmp_path, "stuck").write(record("stuck", finished=True))
+    collector.wait_for(ADDED, "stuck")
+    RunDirectory(tmp_path, "stuck").reset()  # and no runner ever writes
+
+    deleted = collector.wait_for(DELETED, "stuck")
+
+    collector.watch.close()
+    assert deleted.job is not None and deleted.job["metadata"]["name"] == "stuck"
 
 
 def test_a_run_whose_runner_died_turns_failed_without_its_file_changing(

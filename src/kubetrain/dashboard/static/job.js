@@ -10,7 +10,7 @@ export function showJob(main, id) {
   const path = api.jobPath(id);
   let detail = null;
   let history = { points: [] };
-  let historyNote = "";
+  let historyError = "";
   let lastSignature = "";
   let logs = null; // the open log stream
   const closers = [];
@@ -67,11 +67,14 @@ export function showJob(main, id) {
   });
   closers.push(() => jobStream.close());
 
+  // Every report before this page opened, read once; the job's stream adds each later one (a report that
+  // arrived meanwhile is kept when it is newer than the history's last point).
   api.get(`${path}/history`).then((data) => {
-    history = { points: [...data.points, ...history.points.filter((p) => !data.points.length || p.t > data.points[data.points.length - 1].t)] };
+    const last = data.points.length ? data.points[data.points.length - 1].t : -Infinity;
+    history = { points: [...data.points, ...history.points.filter((p) => p.t > last)] };
     renderProgress();
   }).catch((error) => {
-    historyNote = `Earlier reports are not available (${error.message}); the curves show what was reported while this page was open.`;
+    historyError = `The progress history could not be read: ${error.message}`;
     renderProgress();
   });
 
@@ -130,7 +133,7 @@ export function showJob(main, id) {
         ? h("p", { id: "metrics" }, row.metrics.map((m) => h("span", { class: "metric" }, `${m.name} = ${m.value}`)))
         : "",
       h("div", { class: "charts", id: "charts" }, charts),
-      historyNote && points.length ? h("p", { class: "muted small" }, historyNote) : "",
+      historyError ? h("p", { class: "error", id: "history-error" }, historyError) : "",
     );
   }
 
@@ -185,8 +188,8 @@ export function showJob(main, id) {
       diagnosis.replaceChildren(...findings.map((f) =>
         h("div", { class: "finding", role: "alert" }, h("strong", {}, f.reason), " ", f.message,
           f.replicas.length ? h("span", { class: "muted" }, ` (${f.replicas.join(", ")})`) : "")));
-    } catch (_) {
-      diagnosis.replaceChildren(); // no diagnosis from this backend (yet): nothing to say
+    } catch (error) {
+      diagnosis.replaceChildren(h("p", { class: "error" }, `The diagnosis could not be read: ${error.message}`));
     }
   }
 

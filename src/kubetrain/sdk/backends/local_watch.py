@@ -5,13 +5,20 @@ changed job, and only those files are read again. A run whose runner died withou
 its file changing (it reads as Failed, ``LocalRunnerGone``), so unfinished runs' runners are checked on every
 look too. One look at a directory of a few runs costs well under a millisecond; the poll is the watch's only
 cost, and a server holds one watch for all its pages.
+
+A run is deleted when its directory goes. Its ``status.json`` alone is missing for a moment whenever the run
+is started again in its directory (suspend, resume and every other change of a local run stop it and start a
+new runner, which clears the previous run's files before writing its own): the job has not gone, so it is
+shown as it was until the new runner writes, for ``RESTART_GRACE`` seconds at most. Told as deleted, it made
+every open page of it stop following it.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +29,9 @@ from kubetrain.sdk.backends.watching import Listed, WatchLedger
 from kubetrain.sdk.kinds import JobKind
 
 POLL = 0.2
+RESTART_GRACE = 30.0
+"""How long a run's directory without ``status.json`` is still the run as last seen: as long as the backend
+waits for a new runner to write it (``local.RUNNER_START_TIMEOUT``)."""
 
 
 @dataclass
@@ -33,13 +43,24 @@ class _Seen:
     wire: dict[str, Any]
     version: int
     """Counts the changes of what the run shows: the runner rewrites its file unchanged every second."""
+    missing_since: float | None = None
+    """When its ``status.json`` was first found missing, the directory still there (a run starting again)."""
 
 
 class LocalJobWatch:
-    def __init__(self, state_dir: Path, kind: JobKind | None, poll: float = POLL) -> None:
+    def __init__(
+        self,
+        state_dir: Path,
+        kind: JobKind | None,
+        poll: float = POLL,
+        restart_grace: float = RESTART_GRACE,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.state_dir = state_dir
         self.kind = kind
         self.poll = poll
+        self.restart_grace = restart_grace
+        self.clock = clock
         self._stop = threading.Event()
         self._seen: dict[str, _Seen] = {}
         self._versions = 0
@@ -67,7 +88,7 @@ class LocalJobWatch:
         for entry in entries:
             if not entry.is_dir():
                 continue
-            seen = self._read(entry.name)
+            seen = self._read(entry.name) or self._starting_again(entry.name)
             if seen is None:
                 continue
             present.add(entry.name)
@@ -85,6 +106,17 @@ class LocalJobWatch:
     def _next_version(self) -> int:
         self._versions += 1
         return self._versions
+
+    def _starting_again(self, name: str) -> _Seen | None:
+        """The run as last seen, while its directory is there without a ``status.json`` (a new runner has
+        cleared it and not yet written its own), for ``restart_grace`` seconds; None once that is over."""
+        seen = self._seen.get(name)
+        if seen is None:
+            return None
+        now = self.clock()
+        if seen.missing_since is None:
+            seen.missing_since = now
+        return seen if now - seen.missing_since <= self.restart_grace else None
 
     def _read(self, name: str) -> _Seen | None:
         directory = RunDirectory(self.state_dir, name)
