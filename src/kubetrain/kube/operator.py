@@ -26,7 +26,7 @@ from kubetrain.frameworks.addressing import ClusterAddressing
 from kubetrain.frameworks.base import Framework
 from kubetrain.frameworks.labels import OPERATOR_NAME_LABEL
 from kubetrain.kube.act import Actor, pod_group_collection
-from kubetrain.kube.compact import compact_pod, compact_service
+from kubetrain.kube.compact import compact_object, compact_pod, compact_service
 from kubetrain.kube.controller import ChildStores, JobController, child_routing
 from kubetrain.kube.events import EventRecorder
 from kubetrain.kube.health import check_route, metrics_route, serve_http
@@ -39,7 +39,7 @@ from kubetrain.kube.runtime.expectations import Expectations
 from kubetrain.kube.runtime.informer import Informer, wait_for_sync
 from kubetrain.kube.runtime.leader import ApiLeaseLock, ElectionSettings, LeaderElector, default_identity
 from kubetrain.kube.runtime.lifecycle import Outcome, run_while_leading
-from kubetrain.kube.runtime.reflector import resync_periodically, strip_managed_fields
+from kubetrain.kube.runtime.reflector import resync_periodically
 from kubetrain.kube.runtime.store import ObjectChange
 from kubetrain.kube.status.authenticator import JobCaches
 from kubetrain.kube.status.ca_bundle import CaPublisher
@@ -125,7 +125,7 @@ class Operator:
         self,
         resource: type[Any],
         selector: str | None = None,
-        transform: Callable[[dict[str, Any]], dict[str, Any]] = strip_managed_fields,
+        transform: Callable[[dict[str, Any]], dict[str, Any]] = compact_object,
     ) -> Informer:
         informer = Informer(
             self.client.http,

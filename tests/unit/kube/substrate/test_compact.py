@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 from kubetrain.api.manifest import parse_job
 from kubetrain.frameworks.registry import framework_for
-from kubetrain.kube.compact import compact_pod, compact_service
+from kubetrain.kube.compact import compact_object, compact_pod, compact_service
 from kubetrain.kube.observe import observe
 from kubetrain.kube.plan import kubernetes_plan
 
@@ -54,7 +55,7 @@ def served(obj: dict[str, Any], status: dict[str, Any] | None = None) -> dict[st
     )
     if status is not None:
         returned["status"] = status
-    return returned
+    return dict(json.loads(json.dumps(returned)))  # fresh strings, as the JSON decoder makes them
 
 
 def children() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -145,3 +146,21 @@ def test_a_compacted_service_is_its_metadata_and_still_names_its_replica() -> No
     compacted = [compact_service(copy.deepcopy(s)) for s in whole]
     assert all(set(s) == {"metadata"} | ({"apiVersion", "kind"} & set(s)) for s in compacted)
     assert observe(JOB, FRAMEWORK, [], compacted) == observe(JOB, FRAMEWORK, [], whole)
+
+
+def test_compacted_objects_share_their_keys_and_short_values() -> None:
+    first, second = (compact_pod(served(p, STATUSES[1])) for p in children()[0][:2])
+    first_key = next(k for k in first["status"] if k == "containerStatuses")
+    second_key = next(k for k in second["status"] if k == "containerStatuses")
+    assert first_key is second_key
+    assert first["status"]["phase"] is second["status"]["phase"]
+    assert first["metadata"]["namespace"] is second["metadata"]["namespace"]
+
+
+def test_a_compacted_job_is_the_whole_job_but_its_managed_fields() -> None:
+    wire = served(WIRE_JOB)
+    compacted = compact_object(copy.deepcopy(wire))
+    assert compacted == {
+        **wire,
+        "metadata": {k: v for k, v in wire["metadata"].items() if k != "managedFields"},
+    }
