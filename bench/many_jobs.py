@@ -31,11 +31,13 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -198,7 +200,10 @@ class Run:
     jobs: int
     ready_s: float
     idle_s: float
-    reconciled_jobs: int | None
+    reconciled_jobs: int
+    """Of the finished jobs, how many the log shows a reconcile of."""
+    all_reconciled_s: float | None
+    """From the start until the log shows the first reconcile of the last of the finished jobs."""
     rest_rss_mb: float
     peak_rss_mb: float
     start_cpu_s: float
@@ -217,13 +222,24 @@ async def idle(pid: int, timeout: float) -> None:
     raise TimeoutError("the operator did not go idle")
 
 
-def reconciled_jobs(log: Path) -> int:
-    names = set()
+UPSTREAM_RECONCILE = re.compile(
+    r'^time="(?P<at>[^"]+)" level=info msg="Reconciling for job (?P<job>[\w.-]+)"'
+)
+
+
+def first_reconciles(operator: str, log: Path) -> dict[str, datetime]:
+    """When each job was first reconciled, from the operator's log: kubetrain logs a reconcile's outcome
+    as it ends (``kubetrain.reconcile``), upstream ``Reconciling for job`` as it begins (to the second)."""
+    first: dict[str, datetime] = {}
     for line in log.read_text(errors="replace").splitlines():
-        if '"logger": "kubetrain.reconcile"' in line:
+        if operator == "kubetrain" and '"logger": "kubetrain.reconcile"' in line:
             with contextlib.suppress(ValueError, KeyError):
-                names.add(json.loads(line)["job"])
-    return len(names)
+                record = json.loads(line)
+                job, at = record["job"].split("/")[-1], datetime.fromisoformat(record["ts"])
+                first.setdefault(job, at)
+        elif operator == "upstream" and (match := UPSTREAM_RECONCILE.match(line)):
+            first.setdefault(match["job"], datetime.fromisoformat(match["at"].replace("Z", "+00:00")))
+    return first
 
 
 async def new_job_reaction(client: KubeClient, name: str, timeout: float) -> float:
@@ -272,6 +288,7 @@ async def measure(operator: str, jobs: int, admin: Path, index: int, timeout: fl
     log = Path(f"/tmp/kubetrain-many-jobs-{operator}-{index}.log")
     load_before = os.getloadavg()
     peak = [0]
+    started_at = datetime.now(UTC)
     started = time.monotonic()
     process = await start_operator(operator, [], admin, NAMESPACE, log)
     ready = time.monotonic() - started
@@ -293,12 +310,14 @@ async def measure(operator: str, jobs: int, admin: Path, index: int, timeout: fl
         for name in names:
             await remove_new_job(client, name)
         await client.aclose()
+    finished = {job: at for job, at in first_reconciles(operator, log).items() if job.startswith("done-")}
     return Run(
         operator=operator,
         jobs=jobs,
         ready_s=ready,
         idle_s=idle_s,
-        reconciled_jobs=reconciled_jobs(log) if operator == "kubetrain" else None,
+        reconciled_jobs=len(finished),
+        all_reconciled_s=(max(finished.values()) - started_at).total_seconds() if finished else None,
         rest_rss_mb=rest / 2**20,
         peak_rss_mb=peak[0] / 2**20,
         start_cpu_s=start_cpu,
@@ -318,9 +337,10 @@ def prepare(admin: Path, crds: Path) -> None:
 
 def markdown(runs: list[Run]) -> str:
     lines = [
-        "| jobs (pods) | run | load (1 min, before) | ready | start-up to idle | RSS at rest | peak RSS "
+        "| jobs (pods) | run | load (1 min, before) | ready | every job reconciled | start-up to idle "
+        "| RSS at rest | peak RSS "
         "| CPU of start-up | new job: pods + services exist |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     kubetrain = [r for r in runs if r.operator == "kubetrain"]
     upstream = [r for r in runs if r.operator == "upstream"]
@@ -329,6 +349,8 @@ def markdown(runs: list[Run]) -> str:
             f"| {k.jobs:,} ({k.jobs * (WORKERS + 1):,}) | {index} "
             f"| {k.load_before[0]:.1f} / {u.load_before[0]:.1f} "
             f"| {k.ready_s:.1f} / {u.ready_s:.1f} s "
+            f"| {_seconds(k.all_reconciled_s)} / {_seconds(u.all_reconciled_s)} ({k.reconciled_jobs} / "
+            f"{u.reconciled_jobs} jobs) "
             f"| {k.idle_s:.1f} / {u.idle_s:.1f} s = **{k.idle_s / u.idle_s:.2f}x** "
             f"| {k.rest_rss_mb:.0f} / {u.rest_rss_mb:.0f} MB = **{k.rest_rss_mb / u.rest_rss_mb:.2f}x** "
             f"| {k.peak_rss_mb:.0f} / {u.peak_rss_mb:.0f} MB "
@@ -336,6 +358,10 @@ def markdown(runs: list[Run]) -> str:
             f"| {k.new_job_s * 1000:.0f} / {u.new_job_s * 1000:.0f} ms |"
         )
     return "\n".join(lines)
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f} s"
 
 
 def main() -> None:
@@ -351,7 +377,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.table_from:
         lines = [line for line in args.table_from.read_text().splitlines() if line.strip()]
-        print(markdown([Run(**json.loads(line)) for line in lines]))
+        print(markdown([Run(**{"all_reconciled_s": None, **json.loads(line)}) for line in lines]))
         return
     peers.TRAINING_OPERATOR.ensure_built()
     prepare(args.kubeconfig, peers.TRAINING_OPERATOR.crds_dir())
