@@ -37,6 +37,7 @@ import secrets
 import subprocess
 import sys
 import time
+import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -104,6 +105,10 @@ class Run:
     load_before: tuple[float, float, float]
     load_after: tuple[float, float, float]
     notes: list[str] = field(default_factory=list)
+    reconciles: int = 0
+    """Reconciles of the job, from the operator's own histogram."""
+    reconcile_mean_ms: float = 0.0
+    """Their mean wall time (a reconcile awaits its writes: under a rate limit that is most of it)."""
 
 
 async def apiserver_requests(client: KubeClient) -> dict[tuple[str, str, str, str], float]:
@@ -183,20 +188,53 @@ def service_account_kubeconfig(api: KubeApi, admin: Path, namespace: str, name: 
 
 
 async def start_operator(
-    operator: str, flags: list[str], kubeconfig: Path, namespace: str, log: Path
+    operator: str,
+    flags: list[str],
+    kubeconfig: Path,
+    namespace: str,
+    log: Path,
+    metrics_port: int | None = None,
 ) -> subprocess.Popen[bytes]:
+    """The operator watching ``namespace``, once its controller runs; its /metrics on ``metrics_port``."""
     if operator == "kubetrain":
+        metrics = f"127.0.0.1:{metrics_port}" if metrics_port else "0"
         command = [str(KUBETRAIN), "operator", "--kubeconfig", str(kubeconfig), "--namespace", namespace]
         command += ["--enable-scheme", "pytorchjob", "--health-probe-bind-address", "0"]
-        command += ["--metrics-bind-address", "0", *flags]
+        command += ["--metrics-bind-address", metrics, *flags]
         process = subprocess.Popen(command, stdout=log.open("wb"), stderr=subprocess.STDOUT)
         await wait_until(lambda: KUBETRAIN_READY in log.read_text(), 60, "kubetrain operator start")
         return process
     with KubeApi.from_kubeconfig(kubeconfig) as api:
         started = await asyncio.to_thread(
-            peers.start_training_operator, api, kubeconfig, namespace, log, ["pytorchjob"], flags
+            peers.start_training_operator,
+            api,
+            kubeconfig,
+            namespace,
+            log,
+            ["pytorchjob"],
+            flags,
+            metrics_port=metrics_port,
         )
     return started.process
+
+
+RECONCILE_METRICS = {
+    # What each operator calls its reconcile histogram (seconds, wall time: a reconcile awaits its writes).
+    "kubetrain": ("kubetrain_reconcile_duration_seconds", 'kind="PyTorchJob"'),
+    "upstream": ("controller_runtime_reconcile_time_seconds", 'controller="pytorchjob-controller"'),
+}
+
+
+def reconciles(operator: str, port: int) -> tuple[float, float]:
+    """(count, seconds in all) of the operator's reconciles so far, from its own /metrics."""
+    name, label = RECONCILE_METRICS[operator]
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    found = {"count": 0.0, "sum": 0.0}
+    for line in text.splitlines():
+        for part in found:
+            if line.startswith(f"{name}_{part}{{") and label in line:
+                found[part] += float(line.rsplit(" ", 1)[1])
+    return found["count"], found["sum"]
 
 
 async def all_active(client: KubeClient, path: str, workers: int) -> bool:
@@ -230,7 +268,8 @@ async def measure(operator: str, workers: int, flags: list[str], admin: Path, ti
     with KubeApi.from_kubeconfig(admin) as api:
         kubeconfig = service_account_kubeconfig(api, admin, namespace, "operator")
     load_before = os.getloadavg()
-    process = await start_operator(operator, flags, kubeconfig, namespace, log)
+    port = peers.free_port()
+    process = await start_operator(operator, flags, kubeconfig, namespace, log, port)
     peak = [0]
     sampler = asyncio.create_task(sample_rss(process.pid, peak))
     try:
@@ -261,6 +300,7 @@ async def measure(operator: str, workers: int, flags: list[str], admin: Path, ti
         cpu = cpu_seconds(process.pid) - cpu_at_start
         await asyncio.sleep(3)  # the last Events, posted after the status write
         requests_after = await apiserver_requests(client)
+        reconciled, reconcile_seconds = reconciles(operator, port)
     finally:
         sampler.cancel()
         process.terminate()
@@ -281,6 +321,8 @@ async def measure(operator: str, workers: int, flags: list[str], admin: Path, ti
         requests=operator_writes(requests_before, requests_after),
         load_before=load_before,
         load_after=os.getloadavg(),
+        reconciles=int(reconciled),
+        reconcile_mean_ms=reconcile_seconds * 1000 / max(reconciled, 1),
     )
 
 
@@ -293,11 +335,16 @@ def prepare(admin: Path, crds: Path) -> None:
             api.create("/api/v1/nodes", fake_node(BENCH_NODE, 9, shape, version))
 
 
+def _reconciles(run: Run) -> str:
+    return f"{run.reconciles} ({run.reconcile_mean_ms:.0f} ms)" if run.reconciles else "-"
+
+
 def markdown(runs: list[Run]) -> str:
     lines = [
         "| workers | run | kubetrain flags | load (1 min, before) | created | all Running in status "
-        "| status lag | peak RSS | CPU | operator writes (pods + services + status + events) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| status lag | peak RSS | CPU | operator writes (pods + services + status + events) "
+        "| reconciles (mean) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for workers in sorted({r.workers for r in runs}):
         kubetrain = [r for r in runs if r.workers == workers and r.operator == "kubetrain"]
@@ -319,14 +366,15 @@ def markdown(runs: list[Run]) -> str:
                 f"| {k.status_lag_s:.1f} / {u.status_lag_s:.1f} s "
                 f"| {k.peak_rss_mb:.0f} / {u.peak_rss_mb:.0f} MB = **{k.peak_rss_mb / u.peak_rss_mb:.2f}x** "
                 f"| {k.cpu_s:.1f} / {u.cpu_s:.1f} s "
-                f"| {writes(k)} / {writes(u)} |"
+                f"| {writes(k)} / {writes(u)} "
+                f"| {_reconciles(k)} / {_reconciles(u)} |"
             )
     return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--kubeconfig", type=Path, required=True, help="the envtest's admin kubeconfig")
+    parser.add_argument("--kubeconfig", type=Path, help="the envtest's admin kubeconfig")
     parser.add_argument("--workers", type=int, nargs="+", default=[1000])
     parser.add_argument("--runs", type=int, default=1, help="pairs per W")
     parser.add_argument(
@@ -343,6 +391,8 @@ def main() -> None:
         lines = [line for line in args.table_from.read_text().splitlines() if line.strip()]
         print(markdown([Run(**json.loads(line)) for line in lines]))
         return
+    if args.kubeconfig is None:
+        parser.error("--kubeconfig is needed to measure (the envtest's admin kubeconfig)")
     peers.TRAINING_OPERATOR.ensure_built()
     prepare(args.kubeconfig, peers.TRAINING_OPERATOR.crds_dir())
     flags = {"kubetrain": args.kubetrain_flags.split(), "upstream": args.upstream_flags.split()}

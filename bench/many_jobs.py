@@ -366,7 +366,7 @@ def _seconds(value: float | None) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--kubeconfig", type=Path, required=True, help="the envtest's admin kubeconfig")
+    parser.add_argument("--kubeconfig", type=Path, help="the envtest's admin kubeconfig")
     parser.add_argument("--jobs", type=int, default=2000)
     parser.add_argument("--runs", type=int, default=1, help="pairs")
     parser.add_argument("--first-run", type=int, default=0, help="its number: odd ones start with upstream")
@@ -379,6 +379,8 @@ def main() -> None:
         lines = [line for line in args.table_from.read_text().splitlines() if line.strip()]
         print(markdown([Run(**{"all_reconciled_s": None, **json.loads(line)}) for line in lines]))
         return
+    if args.kubeconfig is None:
+        parser.error("--kubeconfig is needed to measure (the envtest's admin kubeconfig)")
     peers.TRAINING_OPERATOR.ensure_built()
     prepare(args.kubeconfig, peers.TRAINING_OPERATOR.crds_dir())
     asyncio.run(write_state(args.kubeconfig, args.jobs))
