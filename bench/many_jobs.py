@@ -13,9 +13,9 @@ replica counted. Then, for each operator in turn (the order alternating between 
   core over a second, after ready): start-up to the first reconcile of everything. For kubetrain, the count
   of jobs it logged a reconcile of is checked to be every job;
 - **RSS at rest**, once idle, and the peak RSS of the start-up;
-- **new job**: a job of 1 master + 4 workers posted while the rest are cached, until its 5 pods and 5
-  services exist; the median of 5 posted one after another (then deleted, with their pods, so every run
-  starts from the same state).
+- **new job**: a job of 1 master + 4 workers posted while the rest are cached, until watches on its pods
+  and services have seen all 5 of each; the median of 5 posted one after another (then deleted, with
+  their pods, so every run starts from the same state).
 
 Usage::
 
@@ -255,19 +255,37 @@ async def new_job_reaction(client: KubeClient, name: str, timeout: float) -> flo
             }
         },
     }
-    selector = {"labelSelector": f"training.kubeflow.org/job-name={name}"}
+    selector = f"training.kubeflow.org/job-name={name}"
+    seen: dict[str, set[str]] = {"pods": set(), "services": set()}
+    both = asyncio.Event()
+
+    async def watch(plural: str) -> None:
+        # A watch from now (no resourceVersion: what already exists comes first as ADDED), so the moment
+        # each child appears is seen without polling lists over the 10,000 cached pods.
+        params: dict[str, str | int] = {"watch": "true", "labelSelector": selector}
+        params["timeoutSeconds"] = int(timeout)
+        path = f"/api/v1/namespaces/{NAMESPACE}/{plural}"
+        async with client.http.stream("GET", path, params=params, timeout=None) as stream:
+            async for line in stream.aiter_lines():
+                if line.strip() and json.loads(line).get("type") == "ADDED":
+                    seen[plural].add(json.loads(line)["object"]["metadata"]["name"])
+                    if all(len(names) >= WORKERS + 1 for names in seen.values()):
+                        both.set()
+
+    watches = [asyncio.create_task(watch(plural)) for plural in seen]
+    await asyncio.sleep(0.5)  # both watches open before the job exists
     collection = f"/apis/kubeflow.org/v1/namespaces/{NAMESPACE}/pytorchjobs"
     started = time.monotonic()
     response = await client.http.post(collection, json=job)
     raise_for_status(response, response.content)
-    while True:
-        pods = (await client.http.get(f"/api/v1/namespaces/{NAMESPACE}/pods", params=selector)).json()
-        services = (await client.http.get(f"/api/v1/namespaces/{NAMESPACE}/services", params=selector)).json()
-        if len(pods.get("items") or []) >= WORKERS + 1 and len(services.get("items") or []) >= WORKERS + 1:
-            return time.monotonic() - started
-        if time.monotonic() - started > timeout:
-            raise TimeoutError(f"the new job's pods and services did not all appear in {timeout:.0f} s")
-        await asyncio.sleep(0.05)
+    try:
+        await asyncio.wait_for(both.wait(), timeout)
+    except TimeoutError:
+        raise TimeoutError(f"the new job's pods and services did not all appear in {timeout:.0f} s") from None
+    finally:
+        for task in watches:
+            task.cancel()
+    return time.monotonic() - started
 
 
 async def remove_new_job(client: KubeClient, name: str) -> None:
