@@ -161,10 +161,12 @@ docker:
 helm-build: $(STAMP)
 	$(BIN)/python tools/helm/build.py
 
-# upstream's training operator (tools/training-operator pins v1.9.0), the peer bench/operator_side_by_side.py
-# measures kubetrain against; cached in ~/.cache/kubetrain/training-operator/<version>/.
-training-operator-build: $(STAMP)
-	$(BIN)/python tools/training-operator/build_operator.py
+# The peers: upstream's training operator (tools/training-operator pins v1.9.0) and the mpi-operator
+# (tools/mpi-operator pins v0.6.0), built from the Go module proxy like envtest and cached in
+# ~/.cache/kubetrain/<name>/<version>/; the conformance tier (test-peers) and bench/operator_side_by_side.py
+# run kubetrain beside them.
+peers-build: $(STAMP)
+	$(BIN)/python -m kubetrain.envtest.peers build >/dev/null
 
 # The e2e tier's gang scheduler: scheduler-plugins' kube-scheduler and its PodGroup controller (tools/scheduler-plugins
 # pins v0.34.7, Kubernetes held at envtest's v1.34.4), cached in ~/.cache/kubetrain/scheduler-plugins{,-controller}/;

@@ -14,12 +14,10 @@ Reported per operator, and as the ratio kubetrain / upstream:
   job's Running condition is seen;
 - peak RSS of the operator process; its CPU seconds per job while creating.
 
-Upstream runs out of cluster as its Deployment would run it, less the kubelet: namespace
-``MY_POD_NAMESPACE`` (the bench's), an empty Secret ``training-operator-webhook-cert`` that its cert
-rotator fills, a ValidatingWebhookConfiguration ``validator.training-operator.kubeflow.org`` whose one
-webhook matches no resource (the rotator injects its CA there; no request is ever sent to it), and the
-Secret's certificate written to ``/tmp/k8s-webhook-server/serving-certs/`` as a volume mount would. It is
-ready when it logs its PyTorchJob controller's worker count.
+Upstream runs out of cluster as its Deployment would run it, less the kubelet, as the conformance tier runs
+it (``kubetrain.envtest.peers``: its namespace, the webhook Secret its cert rotator fills, a webhook
+configuration the API server never calls, the certificate where a volume mount would put it). It is ready
+when its PyTorchJob controller runs its workers.
 
 Usage (builds upstream on first use; one command runs it all, a few minutes per N = 500 pair)::
 
@@ -30,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import contextlib
 import json
 import os
@@ -41,7 +38,6 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from operator_throughput import (
     BENCH_NODE,
@@ -62,6 +58,7 @@ from operator_throughput import (
     wait_until,
 )
 
+from kubetrain.envtest import peers
 from kubetrain.envtest.crds import install_crds
 from kubetrain.envtest.kubeapi import KubeApi
 from kubetrain.envtest.nodes import NodeShape, fake_node
@@ -69,12 +66,6 @@ from kubetrain.kube.runtime.client import KubeClient, connect
 
 ROOT = Path(__file__).resolve().parents[1]
 KUBETRAIN = Path(sys.executable).parent / "kubetrain"
-UPSTREAM_BUILD = ROOT / "tools" / "training-operator" / "build_operator.py"
-CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
-WEBHOOK_SECRET = "training-operator-webhook-cert"
-WEBHOOK_CONFIGURATION = "validator.training-operator.kubeflow.org"
-UPSTREAM_READY = ("Starting workers", '"controller": "pytorchjob-controller"', '"worker count"')
-"""What the line that says its PyTorchJob controller's workers run contains (other fields come between)."""
 KUBETRAIN_READY = "caches synced"
 
 SETTINGS: dict[str, dict[str, list[str]]] = {
@@ -102,26 +93,6 @@ class Run:
     moment its pod watch shows the master Running (no cache, no engine), p99 over N jobs."""
 
 
-def upstream_binary() -> Path:
-    done = subprocess.run(
-        [sys.executable, str(UPSTREAM_BUILD)], capture_output=True, text=True, check=False, cwd=ROOT
-    )
-    if done.returncode != 0:
-        sys.exit(f"building upstream's training-operator failed:\n{done.stderr[-3000:]}")
-    return Path(done.stdout.strip())
-
-
-def upstream_crds() -> Path:
-    listed = subprocess.run(
-        [sys.executable, "-c", "import build_operator; print(build_operator.crds_dir())"],
-        cwd=UPSTREAM_BUILD.parent,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return Path(listed.stdout.strip())
-
-
 def envtest(command: str, run_dir: Path) -> str:
     done = subprocess.run(
         [str(KUBETRAIN), "envtest", command, "--dir", str(run_dir)],
@@ -134,52 +105,8 @@ def envtest(command: str, run_dir: Path) -> str:
     return done.stdout.strip()
 
 
-def noop_webhook_configuration(namespace: str) -> dict[str, Any]:
-    """The configuration upstream's cert rotator keeps the CA of; its webhook matches no resource, so the API
-    server never calls it (there is no Service to reach the operator through outside a cluster)."""
-    return {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingWebhookConfiguration",
-        "metadata": {"name": WEBHOOK_CONFIGURATION},
-        "webhooks": [
-            {
-                "name": "noop.training-operator.kubeflow.org",
-                "clientConfig": {"service": {"name": "training-operator", "namespace": namespace}},
-                "rules": [
-                    {
-                        "apiGroups": ["bench.kubetrain.invalid"],
-                        "apiVersions": ["v1"],
-                        "operations": ["CREATE"],
-                        "resources": ["nothing"],
-                    }
-                ],
-                "failurePolicy": "Ignore",
-                "sideEffects": "None",
-                "admissionReviewVersions": ["v1"],
-            }
-        ],
-    }
-
-
-async def mount_certificates(client: KubeClient, namespace: str, timeout: float = 60) -> None:
-    """Copy the Secret the rotator filled to the directory upstream reads its serving certificate from, as the
-    kubelet would mount it."""
-    deadline = time.monotonic() + timeout
-    path = f"/api/v1/namespaces/{namespace}/secrets/{WEBHOOK_SECRET}"
-    while time.monotonic() < deadline:
-        data = (await client.http.get(path)).json().get("data") or {}
-        if data.get("tls.crt") and data.get("tls.key"):
-            CERT_DIR.mkdir(parents=True, exist_ok=True)
-            for key in ("tls.crt", "tls.key", "ca.crt"):
-                if key in data:
-                    (CERT_DIR / key).write_bytes(base64.b64decode(data[key]))
-            return
-        await asyncio.sleep(0.2)
-    raise TimeoutError("upstream's cert rotator did not fill its Secret")
-
-
 async def start_operator(
-    operator: str, flags: list[str], kubeconfig: Path, client: KubeClient, namespace: str, log: Path
+    operator: str, flags: list[str], kubeconfig: Path, namespace: str, log: Path
 ) -> subprocess.Popen[bytes]:
     if operator == "kubetrain":
         command = [str(KUBETRAIN), "operator", "--kubeconfig", str(kubeconfig), "--namespace", namespace]
@@ -188,25 +115,13 @@ async def start_operator(
         process = subprocess.Popen(command, stdout=log.open("wb"), stderr=subprocess.STDOUT)
         await wait_until(lambda: KUBETRAIN_READY in log.read_text(), 60, "kubetrain operator start")
         return process
-    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": WEBHOOK_SECRET}}
-    await client.http.post(f"/api/v1/namespaces/{namespace}/secrets", json=secret)
-    await client.http.post(
-        "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
-        json=noop_webhook_configuration(namespace),
-    )
-    for stale in CERT_DIR.glob("*"):
-        stale.unlink()
-    command = [str(upstream_binary()), "--namespace", namespace, "--enable-scheme", "pytorchjob"]
-    command += ["--metrics-bind-address", "0", "--health-probe-bind-address", "0", *flags]
-    env = {**os.environ, "KUBECONFIG": str(kubeconfig), "MY_POD_NAMESPACE": namespace}
-    process = subprocess.Popen(command, stdout=log.open("wb"), stderr=subprocess.STDOUT, env=env)
-    await mount_certificates(client, namespace)
-    await wait_until(lambda: _upstream_ready(log), 120, "upstream operator start")
-    return process
-
-
-def _upstream_ready(log: Path) -> bool:
-    return any(all(part in line for part in UPSTREAM_READY) for line in log.read_text().splitlines())
+    # Upstream as the conformance tier runs it (kubetrain.envtest.peers: its webhook Secret, its certificate
+    # mounted, a webhook configuration the API server never calls), in a thread: it blocks until ready.
+    with KubeApi.from_kubeconfig(kubeconfig) as api:
+        started = await asyncio.to_thread(
+            peers.start_training_operator, api, kubeconfig, namespace, log, ["pytorchjob"], flags
+        )
+    return started.process
 
 
 async def settle(pid: int, client: KubeClient, namespace: str, jobs: int, timeout: float = 300) -> None:
@@ -246,7 +161,7 @@ async def measure(operator: str, setting: str, jobs: int, kubeconfig: Path) -> R
     await create_namespace(client, namespace)
     log = Path(f"/tmp/kubetrain-side-by-side-{namespace}.log")
     load = os.getloadavg()
-    process = await start_operator(operator, SETTINGS[setting][operator], kubeconfig, client, namespace, log)
+    process = await start_operator(operator, SETTINGS[setting][operator], kubeconfig, namespace, log)
     peak = [0]
     sampler = asyncio.create_task(sample_rss(process.pid, peak))
     watcher = Watcher(client, namespace)
@@ -367,8 +282,8 @@ def main() -> None:
             markdown([Run(**{**json.loads(line), "load": tuple(json.loads(line)["load"])}) for line in lines])
         )
         return
-    upstream_binary()  # build before the first measurement, not during it
-    crds = upstream_crds()
+    peers.TRAINING_OPERATOR.ensure_built()  # before the first measurement, not during it
+    crds = peers.TRAINING_OPERATOR.crds_dir()
     runs: list[Run] = []
     for setting in args.settings:
         for jobs in args.jobs:

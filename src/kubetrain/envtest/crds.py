@@ -25,9 +25,17 @@ def read_crds(paths: Iterable[Path]) -> list[KubeObject]:
 def install_crds(api: KubeApi, directory: Path, timeout: float = 30.0) -> list[str]:
     """Create or replace every CRD in ``directory/*.yaml``; return their names once all are Established and
     listed by discovery (right after Established, discovery can lag for a moment)."""
-    crds = read_crds([*directory.glob("*.yaml"), *directory.glob("*.yml")])
+    return install_crd_files(api, [*directory.glob("*.yaml"), *directory.glob("*.yml")], timeout, directory)
+
+
+def install_crd_files(
+    api: KubeApi, files: Iterable[Path], timeout: float = 30.0, where: Path | None = None
+) -> list[str]:
+    """``install_crds`` for the CRDs in ``files``."""
+    files = list(files)
+    crds = read_crds(files)
     if not crds:
-        raise FileNotFoundError(f"no CRD manifests (*.yaml) in {directory}")
+        raise FileNotFoundError(f"no CRD manifests in {where or [str(f) for f in files]}")
     for crd in crds:
         name = crd["metadata"]["name"]
         try:

@@ -7,6 +7,7 @@ both substrates ask only these questions.
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -241,7 +242,7 @@ class Framework(ABC, Generic[JobT]):
         label = labels.get(REPLICA_TYPE_LABEL)
         if label is None:
             return None
-        return next((t for t in self.replica_types if t.lower() == label.lower()), label)
+        return _by_lowercase(self.replica_types).get(label.lower(), label)
 
     def replica_index_of(self, job: JobT, labels: Mapping[str, str]) -> int | None:
         """The replica index a child's labels name; None when missing or malformed."""
@@ -316,3 +317,13 @@ class InitSettings:
     """Replaces the built-in ``init-pytorch`` container (``--pytorch-init-container-template-file``)."""
     mpi_kubectl_delivery_image: str = "kubeflow/kubectl-delivery:latest"
     """MPIJob v1 launcher's ``kubectl-delivery`` init container (``--mpi-kubectl-delivery-image``)."""
+
+
+@functools.cache
+def _by_lowercase(replica_types: tuple[str, ...]) -> dict[str, str]:
+    """Lowercase → replica type, the first of equals winning: looked up for every child on every reconcile
+    (twice per replica), so built once per framework rather than scanned each time."""
+    found: dict[str, str] = {}
+    for replica_type in replica_types:
+        found.setdefault(replica_type.lower(), replica_type)
+    return found

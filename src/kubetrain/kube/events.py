@@ -9,10 +9,13 @@ dropped (events are best-effort on every Kubernetes controller).
 Repeats are folded as client-go's EventCorrelator folds them: an event identical to one sent within
 ``REPEAT_WINDOW_SECONDS`` (same object, type, reason, message and component) PATCHes that Event's
 ``count`` and ``lastTimestamp`` instead of creating another. Upstream warns about an abnormal pod on
-every reconcile; without this the API server would store one Event per reconcile. One Event is PATCHed
-at most once per ``BUMP_INTERVAL_SECONDS``: repeats in between are counted and go out together when the
-interval is over (client-go's spam filter drops them instead), so a thousand pending pods warned about
-on every reconcile cost the API server a bounded number of requests, and the counts stay exact.
+every reconcile; without this the API server would store one Event per reconcile. Like client-go's spam
+filter, the repeats about one object have a budget of ``REPEAT_BURST`` PATCHes sent at once (so a few
+repeats show as soon as they happen, as upstream's do), refilled by one every ``BUMP_INTERVAL_SECONDS``.
+Past it an Event is PATCHed at most once per ``BUMP_INTERVAL_SECONDS``: repeats in between are counted
+and go out together when the interval is over (client-go's filter drops them instead), so a thousand
+pending pods warned about on every reconcile cost the API server a bounded number of requests, and the
+counts stay exact.
 """
 
 from __future__ import annotations
@@ -41,7 +44,9 @@ REMEMBERED_EVENTS = 4096
 REPEAT_WINDOW_SECONDS = 600.0
 """A repeat within this long of the last sending bumps the existing Event (client-go's 10 minutes)."""
 BUMP_INTERVAL_SECONDS = 15.0
-"""The least time between two PATCHes of one Event."""
+"""The least time between two PATCHes of one Event, once its object's repeat budget is spent."""
+REPEAT_BURST = 25
+"""PATCHes of repeats about one object sent at once (client-go's spam filter's burst)."""
 
 EventKey = tuple[Any, ...]
 
@@ -90,6 +95,28 @@ class SentEvent:
     """Repeats seen since the last PATCH, waiting for the bump interval to pass."""
     reported_at: float = 0.0
     """When the Event was last written (monotonic seconds)."""
+
+
+class RepeatBudget:
+    """Per involved object, how many repeats may still be PATCHed at once: ``burst``, plus one more every
+    ``refill_seconds``; the least recently used objects are forgotten past ``capacity``."""
+
+    def __init__(self, burst: int, refill_seconds: float, capacity: int = REMEMBERED_EVENTS) -> None:
+        self._burst = burst
+        self._refill = refill_seconds
+        self._capacity = capacity
+        self._objects: OrderedDict[Any, tuple[float, float]] = OrderedDict()
+        """Object → (tokens, when they were counted, monotonic seconds)."""
+
+    def take(self, involved: Any, now: float) -> bool:
+        tokens, counted = self._objects.pop(involved, (float(self._burst), now))
+        if self._refill > 0:
+            tokens = min(float(self._burst), tokens + (now - counted) / self._refill)
+        spent = tokens >= 1
+        self._objects[involved] = (tokens - 1 if spent else tokens, now)
+        while len(self._objects) > self._capacity:
+            self._objects.popitem(last=False)
+        return spent
 
 
 class RecentEvents:
@@ -165,10 +192,12 @@ class EventRecorder:
         busy: Callable[[], bool] = lambda: False,
         *,
         bump_interval: float = BUMP_INTERVAL_SECONDS,
+        repeat_burst: int = REPEAT_BURST,
     ) -> None:
         self._http = http
         self._busy = busy
         self._bump_interval = bump_interval
+        self._budget = RepeatBudget(repeat_burst, bump_interval)
         self._queue: asyncio.Queue[EventRecord | _Flush] = asyncio.Queue(MAX_QUEUED)
         self._senders: list[asyncio.Task[None]] = []
         self._sending = 0
@@ -245,11 +274,12 @@ class EventRecorder:
             # A record held back longer than a later repeat must not move lastTimestamp back.
             repeated.last_at = max(repeated.last_at, record.at)
             repeated.unreported += 1
-            wait = repeated.reported_at + self._bump_interval - time.monotonic()
+            now = time.monotonic()
+            wait = repeated.reported_at + self._bump_interval - now
             if repeated.unreported > 1:
                 self.folded += 1  # a flush is already due; this repeat goes out with it
                 return
-            if wait > 0:
+            if wait > 0 and not self._budget.take(key[0], now):
                 self.folded += 1
                 asyncio.get_running_loop().call_later(wait, self._queue_flush, key)
                 return

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +30,7 @@ from kubetrain.frameworks.addressing import ClusterAddressing
 from kubetrain.frameworks.base import Framework
 from kubetrain.frameworks.labels import OPERATOR_NAME_LABEL
 from kubetrain.kube.act import Actor, pod_group_collection
+from kubetrain.kube.compact import compact_object, compact_pod, compact_service
 from kubetrain.kube.controller import ChildStores, JobController, child_routing
 from kubetrain.kube.events import EventRecorder
 from kubetrain.kube.health import check_route, metrics_route, serve_http
@@ -133,9 +134,18 @@ class Operator:
         response = await self.client.http.get(path, params={"limit": 1})
         return response.status_code < 400
 
-    def _informer(self, resource: type[Any], selector: str | None = None) -> Informer:
+    def _informer(
+        self,
+        resource: type[Any],
+        selector: str | None = None,
+        transform: Callable[[dict[str, Any]], dict[str, Any]] = compact_object,
+    ) -> Informer:
         informer = Informer(
-            self.client.http, resource, namespace=self.settings.namespace, label_selector=selector
+            self.client.http,
+            resource,
+            namespace=self.settings.namespace,
+            label_selector=selector,
+            transform=transform,
         )
         self.informers.append(informer)
         return informer
@@ -143,8 +153,9 @@ class Operator:
     async def build(self) -> None:
         settings = self.settings
         # "label exists": the caches hold the operator's children, not every pod of the cluster.
-        pods = self._informer(Pod, OPERATOR_NAME_LABEL)
-        services = self._informer(Service, OPERATOR_NAME_LABEL)
+        # Compacted on the way in: thousands of finished jobs' pods stay cached (kube.compact).
+        pods = self._informer(Pod, OPERATOR_NAME_LABEL, compact_pod)
+        services = self._informer(Service, OPERATOR_NAME_LABEL, compact_service)
         pod_groups: Informer | None = None
         if settings.render.gang_scheduler:
             if await self._served(pod_group_collection(settings.render, settings.namespace or "default")):

@@ -20,7 +20,7 @@ NON_DEFAULT = (
     "--set=operator.namespace=team-a",
     "--set=operator.gangSchedulerName=volcano",
     "--set=operator.controllerThreads=4",
-    "--set=operator.kubeApiQPS=50",
+    "--set=operator.kubeApiQPS=25",
     "--set=operator.kubeApiBurst=80",
     "--set=operator.resyncPeriod=60",
     "--set=operator.maxReplicasPerType=64",
@@ -74,8 +74,8 @@ def test_helm_lint_passes_strictly_with_non_default_values(helm: Helm) -> None:
 def test_default_values_give_the_operators_default_flags(default: list[dict[str, Any]]) -> None:
     assert [a for a in operator_args(default) if not a.startswith("--enable-scheme=")] == [
         "--controller-threads=32",
-        "--kube-api-qps=50",
-        "--kube-api-burst=100",
+        "--kube-api-qps=200",
+        "--kube-api-burst=400",
         "--resync-period=300",
         "--max-replicas-per-type=5000",
         "--max-replicas-per-job=10000",
@@ -124,7 +124,7 @@ def test_non_default_values_become_the_operators_flags(non_default: list[dict[st
         "--namespace=team-a",
         "--gang-scheduler-name=volcano",
         "--controller-threads=4",
-        "--kube-api-qps=50",
+        "--kube-api-qps=25",
         "--kube-api-burst=80",
         "--resync-period=60",
         "--max-replicas-per-type=64",

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from lightkube.core.resource import Resource, api_info
 
 from kubetrain.kube.runtime.client import ApiListWatch
 from kubetrain.kube.runtime.http import HttpApi
-from kubetrain.kube.runtime.reflector import ChangeHandler, Reflector, ReflectorSettings
+from kubetrain.kube.runtime.reflector import ChangeHandler, Reflector, ReflectorSettings, strip_managed_fields
 from kubetrain.kube.runtime.store import Store
 
 
@@ -26,11 +27,12 @@ class Informer:
         label_selector: str | None = None,
         indexed_labels: Iterable[str] = (),
         settings: ReflectorSettings | None = None,
+        transform: Callable[[dict[str, Any]], dict[str, Any]] = strip_managed_fields,
     ) -> None:
         self.kind = str(api_info(resource).resource.kind)
         self.store = Store(indexed_labels=indexed_labels)
         source = ApiListWatch(http, resource, namespace=namespace, label_selector=label_selector)
-        self.reflector = Reflector(source, self.store, name=self.kind, settings=settings)
+        self.reflector = Reflector(source, self.store, name=self.kind, settings=settings, transform=transform)
 
     @property
     def has_synced(self) -> asyncio.Event:

@@ -1,5 +1,6 @@
 """The event recorder: events wait while the controllers are busy, but never past the hold limit; repeats
-bump one Event's count as client-go's EventCorrelator does, at most once per bump interval."""
+bump one Event's count as client-go's EventCorrelator does: at once within their object's budget, then at
+most once per bump interval."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ import httpx2
 
 from kubetrain.kube.events import (
     MAX_HOLD_SECONDS,
+    REPEAT_BURST,
     REPEAT_WINDOW_SECONDS,
     EventRecord,
     EventRecorder,
     RecentEvents,
+    RepeatBudget,
     SentEvent,
 )
 
@@ -27,10 +30,12 @@ JOB: dict[str, Any] = {
 }
 
 
-def recorder(api: FakeApi, busy: list[bool], bump_interval: float = 0.0) -> EventRecorder:
+def recorder(
+    api: FakeApi, busy: list[bool], bump_interval: float = 0.0, repeat_burst: int = REPEAT_BURST
+) -> EventRecorder:
     """A recorder over ``api``; by default every repeat is reported at once (no bump interval)."""
     http = httpx2.AsyncClient(transport=httpx2.MockTransport(api.handle), base_url="https://api")
-    return EventRecorder(http, busy=lambda: busy[0], bump_interval=bump_interval)
+    return EventRecorder(http, busy=lambda: busy[0], bump_interval=bump_interval, repeat_burst=repeat_burst)
 
 
 def created(at: datetime | None = None, message: str = "Created pod: j-master-0") -> EventRecord:
@@ -147,9 +152,31 @@ async def test_concurrent_repeats_make_one_event_and_bump_it_in_order() -> None:
     assert [body["count"] for _, _, body in api.requests] == list(range(1, 9))
 
 
+async def test_the_first_repeats_about_an_object_are_reported_at_once_within_its_budget() -> None:
+    api, first = FakeApi(), datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    events = recorder(api, [False], bump_interval=60, repeat_burst=2)
+    events.start()
+    for i in range(4):
+        events.record(created(first + timedelta(seconds=i)))
+        await events.flush(timeout=2)
+    await events.stop()
+    # Two repeats spend the budget; the third waits for the interval (a minute here).
+    assert [(method, body.get("count")) for method, _, body in api.requests] == [
+        ("POST", 1),
+        ("PATCH", 2),
+        ("PATCH", 3),
+    ]
+
+
+def test_a_spent_repeat_budget_refills_one_repeat_per_interval() -> None:
+    budget = RepeatBudget(burst=1, refill_seconds=10)
+    assert (budget.take("job", 0.0), budget.take("job", 5.0), budget.take("job", 10.5)) == (True, False, True)
+    assert budget.take("another job", 10.5)
+
+
 async def test_repeats_within_the_bump_interval_go_out_in_one_patch_when_it_ends() -> None:
     api, first = FakeApi(), datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
-    events = recorder(api, [False], bump_interval=0.3)
+    events = recorder(api, [False], bump_interval=0.3, repeat_burst=0)
     events.start()
     for i in range(4):
         events.record(created(first + timedelta(seconds=i)))
