@@ -95,6 +95,7 @@ def _reconcile_type(
             continue
         for replica in replicas:
             _count(counts, replica)
+            _record_exit_code(ctx, replica)
             _warn_if_abnormal(ctx, replica)
             seen.append(
                 ObservedPhase(
@@ -148,6 +149,19 @@ def _warn_about_template_overrides(ctx: ReconcileContext, replica_type: str) -> 
         )
 
 
+def _record_exit_code(ctx: ReconcileContext, replica: ObservedReplica) -> None:
+    """Upstream records how each pod's default container ended on every reconcile while it stays ended
+    (succeeded or failed, terminating or not); the recorder folds the repeats into one Event's count."""
+    if not ctx.framework.exit_code_events or replica.exit_code is None or replica.phase is Phase.RUNNING:
+        return
+    pod = ctx.framework.pod_name(ctx.job, replica.replica_type, replica.index)
+    ctx.emit(
+        EventType.NORMAL,
+        "ExitedWithCode",
+        f"Pod: {ctx.job.namespace}.{pod} exited with code {replica.exit_code}",
+    )
+
+
 def _warn_if_abnormal(ctx: ReconcileContext, replica: ObservedReplica) -> None:
     """A live replica's abnormal signs become Warning events on the job, on every reconcile as upstream
     (the kube substrate's recorder folds the repeats into one Event with a growing count).
@@ -178,13 +192,6 @@ def _count(counts: ReplicaStatus, replica: ObservedReplica) -> None:
 
 def _handle_failure(ctx: ReconcileContext, replica: ObservedReplica, counts: ReplicaStatus) -> None:
     policy = replica_policy(ctx.job, replica.replica_type, ctx.framework)
-    if replica.exit_code is not None:
-        pod = ctx.framework.pod_name(ctx.job, replica.replica_type, replica.index)
-        ctx.emit(
-            EventType.NORMAL,
-            "ExitedWithCode",
-            f"Pod: {ctx.job.namespace}.{pod} exited with code {replica.exit_code}",
-        )
     if policy in _ALWAYS_RESTARTED or (policy is RestartPolicy.EXIT_CODE and is_retryable(replica.exit_code)):
         reason = condition_reason(ctx.kind, ConditionType.RESTARTING)
         message = restarting_message(ctx.name, replica.replica_type)
@@ -193,10 +200,9 @@ def _handle_failure(ctx: ReconcileContext, replica: ObservedReplica, counts: Rep
             counts.restarts += replica.restart_count + 1
             # One event per replaced replica, as upstream, even while the job is already Restarting.
             ctx.emit(EventType.WARNING, reason, message)
-        ctx.set_condition(ConditionType.RESTARTING, reason, message, announce=False)
+        ctx.set_condition(ConditionType.RESTARTING, reason, message)
     elif policy is RestartPolicy.EXIT_CODE:
-        ctx.set_condition(
-            ConditionType.FAILED,
-            condition_reason(ctx.kind, ConditionType.FAILED),
-            exit_code_failure_message(ctx.name, replica.replica_type),
-        )
+        reason = condition_reason(ctx.kind, ConditionType.FAILED)
+        message = exit_code_failure_message(ctx.name, replica.replica_type)
+        ctx.emit(EventType.WARNING, reason, message)
+        ctx.set_condition(ConditionType.FAILED, reason, message)

@@ -10,8 +10,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from enum import Enum
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from enum import Enum, StrEnum
+from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
 from kubetrain.api.common import ConditionType, ReplicaStatus, RestartPolicy
 from kubetrain.api.errors import FieldError
@@ -63,6 +63,31 @@ class Autoscaling:
     metrics: tuple[Mapping[str, Any], ...]
 
 
+class EventStyle(StrEnum):
+    """Whose way a kind records events beside its conditions: the operator that defines it (upstream's
+    training-operator for the v1 kinds, the mpi-operator for MPIJob v2beta1), so that the events a user or a
+    tool reads are the ones that operator records."""
+
+    TRAINING_OPERATOR = "training-operator"
+    """No event for ``Created`` or ``Running``; ``Suspended`` on every reconcile while suspended;
+    ``Resumed`` when it is resumed."""
+    MPI_OPERATOR = "mpi-operator"
+    """``Created``, ``Suspended`` and ``Resumed`` once each, when they happen."""
+
+
+@dataclass(frozen=True)
+class Announcement:
+    """The event a status rule records each time it holds, whether or not its condition changes (upstream
+    records them in its status update, on every reconcile, and a condition that is already set, or a job
+    that already failed, does not stop it)."""
+
+    type: Literal["Normal", "Warning"]
+    reason: str | None = None
+    """When it is not the condition's (MPI v1's ``mpijobsSucceeded``)."""
+    message: str | None = None
+    """When it is not the condition's (the mpi-operator's ``Running`` event has no full stop)."""
+
+
 @dataclass(frozen=True)
 class ConditionProposal:
     """A condition a framework's status rules want set; the engine applies the state machine."""
@@ -70,6 +95,8 @@ class ConditionProposal:
     type: ConditionType
     reason: str
     message: str
+    event: Announcement | None = None
+    """The event recorded with it, each time it is proposed; None: none (upstream's ``Running``)."""
 
 
 @dataclass(frozen=True)
@@ -112,6 +139,14 @@ class Framework(ABC, Generic[JobT]):
     """One headless Service per replica (every v1 kind but MPIJob)."""
     managed_by_self: ClassVar[str] = "kubeflow.org/training-operator"
     """The ``runPolicy.managedBy`` value meaning "reconciled by us"; any other set value is skipped."""
+    event_style: ClassVar[EventStyle] = EventStyle.TRAINING_OPERATOR
+    """Whose way its events are recorded (the operator that defines the kind)."""
+    deleted_job_reason: ClassVar[str] = "SuccessfulDeleteJob"
+    """The reason of the event recorded when the TTL deletes the job (PyTorch, Paddle and JAX reuse
+    ``SuccessfulDeletePod`` upstream)."""
+    exit_code_events: ClassVar[bool] = True
+    """An ``ExitedWithCode`` event for each replica whose default container has ended, on every reconcile,
+    as upstream's common pod reconciler records it (its MPIJob controllers have their own, which do not)."""
     mpi_operator_gang: ClassVar[bool] = False
     """Gang scheduling as mpi-operator does it (§4.9): ``schedulerName`` forced over the template's, no
     Volcano ``task-spec`` annotation, pods created without waiting for the PodGroup's admission."""

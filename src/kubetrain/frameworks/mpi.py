@@ -31,6 +31,7 @@ from kubetrain.api.validation import (
 )
 from kubetrain.frameworks.addressing import Addressing, replica_name
 from kubetrain.frameworks.base import (
+    Announcement,
     ConditionProposal,
     EnvVar,
     InitSettings,
@@ -266,24 +267,30 @@ class MPIFramework(MPIFrameworkBase[MPIJob]):
         launchers = observed(context.replicas, LAUNCHER)
         launcher = launchers[0] if launchers else None
         if launcher is not None and launcher.phase == "Succeeded":
-            found.append(
-                ConditionProposal(
-                    ConditionType.SUCCEEDED, "MPIJobSucceeded", f"MPIJob {full_name} successfully completed."
-                )
-            )
+            message = f"MPIJob {full_name} successfully completed."
+            # Upstream's event reason joins the plural there (a slip kept, as events are what tools read).
+            event = Announcement("Normal", reason="mpijobsSucceeded")
+            found.append(ConditionProposal(ConditionType.SUCCEEDED, "MPIJobSucceeded", message, event))
         elif launcher is not None and launcher.phase == "Failed":
             reason = "MPIJobEvicted" if launcher.reason == "Evicted" else launcher.reason or "MPIJobFailed"
-            found.append(ConditionProposal(ConditionType.FAILED, reason, f"MPIJob {full_name} has failed"))
+            event = Announcement("Warning", reason=launcher.reason or "MPIJobFailed")
+            found.append(
+                ConditionProposal(ConditionType.FAILED, reason, f"MPIJob {full_name} has failed", event)
+            )
         workers = observed(context.replicas, WORKER)
         evicted = evicted_workers_message(workers)
         if evicted is not None:
-            found.append(ConditionProposal(ConditionType.FAILED, "MPIJobEvicted", evicted))
+            found.append(
+                ConditionProposal(ConditionType.FAILED, "MPIJobEvicted", evicted, Announcement("Warning"))
+            )
         if (
             launcher is not None
             and launcher.phase == "Running"
             and all(w.phase == "Running" for w in workers)
         ):
-            found.append(proposal(self.kind, ConditionType.RUNNING, f"MPIJob {full_name} is running."))
+            message = f"MPIJob {full_name} is running."
+            event = Announcement("Normal", message=f"MPIJob {full_name} is running")
+            found.append(ConditionProposal(ConditionType.RUNNING, f"{self.kind}Running", message, event))
         for replica_type in (t for t in self.replica_types if t in job.replica_specs):
             counted = counts(context, replica_type)
             if replica_type == LAUNCHER:

@@ -32,8 +32,10 @@ from kubetrain.api.validation import (
 )
 from kubetrain.frameworks.addressing import Addressing, replica_name
 from kubetrain.frameworks.base import (
+    Announcement,
     ConditionProposal,
     EnvVar,
+    EventStyle,
     PodDecoration,
     StatusContext,
 )
@@ -75,6 +77,7 @@ class MPIV2Framework(MPIFrameworkBase[MPIJobV2]):
     controller_name: ClassVar[str] = "mpi-operator"
     """The workers' default; the launcher defaults to ``OnFailure`` (its batch Job retries it)."""
     managed_by_self: ClassVar[str] = "kubeflow.org/mpi-operator"
+    event_style: ClassVar[EventStyle] = EventStyle.MPI_OPERATOR
     mpi_operator_gang: ClassVar[bool] = True
     config_file_modes: ClassVar[Mapping[str, int]] = {HOSTFILE: 0o444, DISCOVER_HOSTS: 0o555}
 
@@ -326,7 +329,9 @@ class MPIV2Framework(MPIFrameworkBase[MPIJobV2]):
         launcher = counts(context, LAUNCHER)
         if launcher.succeeded > 0:
             message = f"MPIJob {full_name} successfully completed."
-            return [ConditionProposal(ConditionType.SUCCEEDED, "MPIJobSucceeded", message)]
+            return [
+                ConditionProposal(ConditionType.SUCCEEDED, "MPIJobSucceeded", message, Announcement("Normal"))
+            ]
         found: list[ConditionProposal] = []
         failed = [p for p in observed(context.replicas, LAUNCHER) if p.phase == "Failed"]
         if LAUNCHER in context.retried_by_controller:
@@ -337,17 +342,20 @@ class MPIV2Framework(MPIFrameworkBase[MPIJobV2]):
         if final:
             reason = next((p.reason for p in failed if p.reason), None) or "MPIJobFailed"
             message = next((p.message for p in failed if p.message), None) or f"MPIJob {full_name} has failed"
-            found.append(ConditionProposal(ConditionType.FAILED, reason, message))
+            found.append(ConditionProposal(ConditionType.FAILED, reason, message, Announcement("Warning")))
         workers = observed(context.replicas, WORKER)
         evicted = evicted_workers_message(workers)
         if evicted is not None:
-            found.append(ConditionProposal(ConditionType.FAILED, "MPIJobEvicted", evicted))
+            found.append(
+                ConditionProposal(ConditionType.FAILED, "MPIJobEvicted", evicted, Announcement("Warning"))
+            )
         workers_running = context.colocated or (
             len(workers) == worker_count(job) and all(w.phase == "Running" for w in workers)
         )
         if not found and launcher.running > 0 and workers_running:
             message = f"MPIJob {full_name} is running."
-            found.append(ConditionProposal(ConditionType.RUNNING, "MPIJobRunning", message))
+            event = Announcement("Normal", message=f"MPIJob {full_name} is running")
+            found.append(ConditionProposal(ConditionType.RUNNING, "MPIJobRunning", message, event))
         return found
 
 
