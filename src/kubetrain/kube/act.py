@@ -35,7 +35,6 @@ from kubetrain.engine.types import (
 )
 from kubetrain.frameworks.addressing import ClusterAddressing
 from kubetrain.frameworks.base import Autoscaling, Framework
-from kubetrain.frameworks.labels import job_labels
 from kubetrain.kube import ssh
 from kubetrain.kube.batch_jobs import suspension_patches
 from kubetrain.kube.events import EventRecord, EventRecorder
@@ -91,13 +90,9 @@ def render_autoscaler(target: Target, spec: Autoscaling) -> dict[str, Any]:
     return {
         "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",
-        "metadata": {
-            "name": job.name,
-            "namespace": job.namespace,
-            # Labelled like the job's pods, so the operator's label-selected watch sees it.
-            "labels": job_labels(framework.controller_name, job.name),
-            "ownerReferences": [owner_reference(job)],
-        },
+        # No labels, as upstream's: the operator watches every HPA and keeps those its jobs own, so the
+        # HPA of a job upstream started is its own too after a switch.
+        "metadata": {"name": job.name, "namespace": job.namespace, "ownerReferences": [owner_reference(job)]},
         "spec": hpa_spec,
     }
 

@@ -141,7 +141,8 @@ class Operator:
         autoscalers: Informer | None = None
         if any(f.scale_replica_type for f in settings.frameworks):
             if await self._served(collection_path(HorizontalPodAutoscaler, settings.namespace)):
-                autoscalers = self._informer(HorizontalPodAutoscaler, OPERATOR_NAME_LABEL)
+                # Unlabelled, as upstream makes them: all of them, few in any cluster.
+                autoscalers = self._informer(HorizontalPodAutoscaler)
             else:
                 log.warning("autoscaling/v2 is not served: elastic PyTorch jobs get no HPA")
         batch_jobs: Informer | None = None
