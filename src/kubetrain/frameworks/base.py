@@ -141,6 +141,9 @@ class Framework(ABC, Generic[JobT]):
     """The ``runPolicy.managedBy`` value meaning "reconciled by us"; any other set value is skipped."""
     event_style: ClassVar[EventStyle] = EventStyle.TRAINING_OPERATOR
     """Whose way its events are recorded (the operator that defines the kind)."""
+    companions_while_suspended: ClassVar[bool] = True
+    """Whether ``companion_objects`` and ``config_files`` exist while the job is suspended (the mpi-operator
+    makes them; the MPIJob v1 controller makes nothing for a suspended job)."""
     deleted_job_reason: ClassVar[str] = "SuccessfulDeleteJob"
     """The reason of the event recorded when the TTL deletes the job (PyTorch, Paddle and JAX reuse
     ``SuccessfulDeletePod`` upstream)."""
@@ -236,6 +239,15 @@ class Framework(ABC, Generic[JobT]):
         """What a replica's pod needs on Kubernetes beyond its template, env and init containers."""
         return PodDecoration()
 
+    def child_event(
+        self, job: JobT, replica_type: str, kind: str, name: str, action: str
+    ) -> tuple[str, str] | None:
+        """The ``(reason, message)`` of the event recorded when one of the job's pods, Services or batch Jobs
+        (``kind``) was created or deleted (``action``: ``Create``, ``Delete``), as upstream's pod and
+        service control records it; None for none."""
+        past = {"Create": "Created", "Delete": "Deleted"}[action]
+        return f"Successful{action}{kind}", f"{past} {kind.lower()}: {name}"
+
     def companion_objects(self, job: JobT) -> list[dict[str, Any]]:
         """Objects a job needs beside its pods and per-replica services (MPI: RBAC, Service, Secret).
 
@@ -305,6 +317,9 @@ class PodDecoration:
     """Mounted into the first container."""
     default_command: tuple[str, ...] = ()
     """The first container's command when it sets neither ``command`` nor ``args``."""
+    default_args: tuple[str, ...] = ()
+    """With ``default_command``: the first container's args, and then the command and these args are set
+    whenever it has no command (what it had as args replaced, as upstream's MPIJob v1 does)."""
     hostname: str | None = None
     subdomain: str | None = None
     dns_searches: tuple[str, ...] = ()
@@ -316,7 +331,9 @@ def decorate_pod_spec(spec: dict[str, Any], decoration: PodDecoration) -> None:
     """Add ``decoration`` to a pod spec in place: what both the operator's pods and local containers get."""
     containers = spec.get("containers") or [{}]
     main = containers[0]
-    if decoration.default_command and not main.get("command") and not main.get("args"):
+    if decoration.default_args and not main.get("command"):
+        main["command"], main["args"] = list(decoration.default_command), list(decoration.default_args)
+    elif decoration.default_command and not main.get("command") and not main.get("args"):
         main["command"] = list(decoration.default_command)
     if decoration.main_volume_mounts:
         main["volumeMounts"] = [*(main.get("volumeMounts") or []), *decoration.main_volume_mounts]

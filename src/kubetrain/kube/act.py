@@ -187,9 +187,11 @@ class Actor:
         for finding in decision.findings:
             # On every reconcile while it holds: the recorder folds the repeats into one Event with a count.
             self._event(target, EventType.WARNING, finding.reason, finding.message)
-        if not decision.status.is_finished:
+        suspended = bool(target.job.run_policy.suspend)
+        if not decision.status.is_finished and (not suspended or target.framework.companions_while_suspended):
             # What the pods mount or run as must exist before them (MPIJob v1: RBAC and <job>-config).
             await self._guard(outcome, "ensure companions", self._ensure_companions(target))
+        if not decision.status.is_finished:
             await self._guard(outcome, "sync batch Job suspension", self._sync_batch_job_suspension(target))
         if self._ca is not None and any(isinstance(a, CreateReplica) for a in decision.actions):
             # Pods mount the CA (optionally: a failure here delays no pod, and is retried with the job).
@@ -239,10 +241,14 @@ class Actor:
         if framework.runs_as_batch_job(job, action.replica_type):
             collection = f"{BATCH_API}/namespaces/{job.namespace}/jobs"
             manifest = as_batch_job(job, rendered.manifest)
-            outcome.created += await self._create(key, collection, manifest, target, "Job", plan.name)
+            created = await self._create(
+                key, collection, manifest, target, "Job", action.replica_type, plan.name
+            )
+            outcome.created += created
             return
+        collection = f"/api/v1/namespaces/{job.namespace}/pods"
         created = await self._create(
-            key, f"/api/v1/namespaces/{job.namespace}/pods", rendered.manifest, target, "Pod", plan.name
+            key, collection, rendered.manifest, target, "Pod", action.replica_type, plan.name
         )
         outcome.created += created
 
@@ -251,13 +257,19 @@ class Actor:
         manifest = render_service(job, action.replica_type, action.index, framework)
         key = self._services_key(target, action.replica_type)
         name = manifest["metadata"]["name"]
-        created = await self._create(
-            key, f"/api/v1/namespaces/{job.namespace}/services", manifest, target, "Service", name
-        )
+        collection = f"/api/v1/namespaces/{job.namespace}/services"
+        created = await self._create(key, collection, manifest, target, "Service", action.replica_type, name)
         outcome.created += created
 
     async def _create(
-        self, key: str, collection: str, manifest: dict[str, Any], target: Target, kind: str, name: str
+        self,
+        key: str,
+        collection: str,
+        manifest: dict[str, Any],
+        target: Target,
+        kind: str,
+        replica_type: str,
+        name: str,
     ) -> int:
         self._expectations.expect_creations(key)
         try:
@@ -274,7 +286,7 @@ class Actor:
         except Exception:
             self._expectations.lower_on_error(key, creations=1)
             raise
-        self._event(target, EventType.NORMAL, f"SuccessfulCreate{kind}", f"Created {kind.lower()}: {name}")
+        self._child_event(target, replica_type, kind, name, "Create")
         return 1
 
     async def _delete_pod(self, target: Target, action: DeleteReplica, outcome: Outcome) -> None:
@@ -288,7 +300,7 @@ class Actor:
         if action.reason == "restart":
             self._job_metric(self._metrics.jobs_restarted, target)
         deleted = await self._delete(
-            self._pods_key(target, action.replica_type), path, target, "Pod", name, body
+            self._pods_key(target, action.replica_type), path, target, "Pod", action.replica_type, name, body
         )
         outcome.deleted += deleted
 
@@ -296,12 +308,24 @@ class Actor:
         name = target.framework.pod_name(target.job, action.replica_type, action.index)
         path = f"/api/v1/namespaces/{target.job.namespace}/services/{name}"
         deleted = await self._delete(
-            self._services_key(target, action.replica_type), path, target, "Service", name
+            self._services_key(target, action.replica_type),
+            path,
+            target,
+            "Service",
+            action.replica_type,
+            name,
         )
         outcome.deleted += deleted
 
     async def _delete(
-        self, key: str, path: str, target: Target, kind: str, name: str, body: dict[str, Any] | None = None
+        self,
+        key: str,
+        path: str,
+        target: Target,
+        kind: str,
+        replica_type: str,
+        name: str,
+        body: dict[str, Any] | None = None,
     ) -> int:
         self._expectations.expect_deletions(key)
         try:
@@ -317,7 +341,7 @@ class Actor:
         except Exception:
             self._expectations.lower_on_error(key, deletions=1)
             raise
-        self._event(target, EventType.NORMAL, f"SuccessfulDelete{kind}", f"Deleted {kind.lower()}: {name}")
+        self._child_event(target, replica_type, kind, name, "Delete")
         return 1
 
     # --- companions -----------------------------------------------------------------------------
@@ -505,6 +529,11 @@ class Actor:
                 self._job_metric(counter, target)
 
     # --- helpers --------------------------------------------------------------------------------
+
+    def _child_event(self, target: Target, replica_type: str, kind: str, name: str, action: str) -> None:
+        event = target.framework.child_event(target.job, replica_type, kind, name, action)
+        if event is not None:
+            self._event(target, EventType.NORMAL, *event)
 
     def _event(self, target: Target, type_: EventType, reason: str, message: str) -> None:
         component = target.framework.controller_name

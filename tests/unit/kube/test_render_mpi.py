@@ -30,7 +30,14 @@ def _pod(mpijob: TrainingJob, replica_type: str, index: int = 0) -> dict[str, An
 
 
 def test_v1_workers_without_a_command_sleep_so_the_launcher_can_exec_into_them() -> None:
-    assert _pod(_v1(), "Worker")["spec"]["containers"][0]["command"] == ["sleep", "365d"]
+    container = _pod(_v1(), "Worker")["spec"]["containers"][0]
+    assert (container["command"], container["args"]) == (["sleep"], ["365d"])
+
+
+def test_v1_workers_without_a_command_sleep_whatever_args_they_had_as_upstream_does() -> None:
+    mpijob = _v1(containers=[container("mpi", args=["--verbose"])])
+    main = _pod(mpijob, "Worker")["spec"]["containers"][0]
+    assert (main["command"], main["args"]) == (["sleep"], ["365d"])
 
 
 def test_v1_workers_mount_only_kubexec_from_the_config_map() -> None:
