@@ -131,24 +131,20 @@ def compare(case: str, peer: Mapping[str, Json], kubetrain: Mapping[str, Json]) 
     return result
 
 
-SPAM_BURST = 25
-"""Events about one object that client-go's recorder sends before its spam filter drops the rest (one more
-every five minutes): past them, what upstream records is not all it meant to."""
 PAST_THE_SPAM_FILTER = "past the peer's first 25 events"
-"""Appended to the field of an event difference the peer's spam filter explains: an event it lacks, or a
-smaller count, once it had recorded ``SPAM_BURST`` events about the job."""
+"""Appended to the field of an event difference a peer's dropped events explain: an event it lacks, or a
+smaller count. client-go's recorder sends the first 25 events about an object, then one every five minutes;
+the rest it only logs."""
 
 
 def recorded_events(objects: Mapping[str, Json]) -> int:
-    """How many events (repeats included) a snapshot's operator recorded."""
+    """How many events (repeats included) a snapshot holds."""
     return sum(int(v.get("count") or 0) for k, v in objects.items() if k.startswith("Event "))
 
 
-def mark_spam_filtered(comparison: Comparison, peer: Mapping[str, Json]) -> Comparison:
-    """The differences where the peer may have dropped an event (it recorded at least ``SPAM_BURST``)
-    marked so: the peer lacks the event, or counted fewer."""
-    if recorded_events(peer) < SPAM_BURST:
-        return comparison
+def mark_spam_filtered(comparison: Comparison) -> Comparison:
+    """The comparison of a case whose peer dropped events, with the differences that may explain marked so:
+    the peer lacks the event, or counted fewer."""
     marked = []
     for d in comparison.differences:
         fewer = d.field == "count" and isinstance(d.peer, int) and isinstance(d.kubetrain, int)

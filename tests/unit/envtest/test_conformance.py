@@ -186,18 +186,27 @@ def test_applying_the_allow_list_keeps_what_no_row_allows_and_counts_what_each_a
     assert [line.split()[0] for line in allow.report()] == ["1", "1"]
 
 
-def test_events_a_peer_lacks_past_its_budget_are_marked_so() -> None:
-    peer = {f"Event J/j R{i}: m": {"type": "Normal", "count": 1, "source": "c"} for i in range(25)}
-    ours = {**peer, "Event J/j Late: m": {"type": "Normal", "count": 1, "source": "c"}}
-    marked = mark_spam_filtered(compare("c", peer, ours), peer)
-    assert [d.field for d in marked.differences] == ["(the object) past the peer's first 25 events"]
-
-
-def test_nothing_is_marked_while_the_peer_stayed_within_its_budget() -> None:
+def test_events_a_peer_dropped_explain_what_it_lacks_and_counts_fewer() -> None:
     peer = {"Event J/j R: m": {"type": "Normal", "count": 1, "source": "c"}}
-    ours = {**peer, "Event J/j Late: m": {"type": "Normal", "count": 1, "source": "c"}}
-    comparison = compare("c", peer, ours)
-    assert mark_spam_filtered(comparison, peer).differences == comparison.differences
+    ours = {
+        "Event J/j R: m": {"type": "Normal", "count": 3, "source": "c"},
+        "Event J/j Late: m": {"type": "Normal", "count": 1, "source": "c"},
+    }
+    marked = mark_spam_filtered(compare("c", peer, ours))
+    assert sorted(d.field for d in marked.differences) == [
+        "(the object) past the peer's first 25 events",
+        "count past the peer's first 25 events",
+    ]
+
+
+def test_what_dropped_events_cannot_explain_is_not_marked() -> None:
+    peer = {"Event J/j R: m": {"type": "Normal", "count": 2, "source": "c"}, "Pod p": {"x": 1}}
+    ours = {"Event J/j R: m": {"type": "Warning", "count": 1, "source": "c"}, "Pod p": {"x": 2}}
+    assert [d.field for d in mark_spam_filtered(compare("c", peer, ours)).differences] == [
+        "count",
+        "type",
+        "x",
+    ]
 
 
 def test_comparisons_add_up() -> None:
