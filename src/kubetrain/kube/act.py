@@ -36,7 +36,7 @@ from kubetrain.engine.types import (
 from kubetrain.frameworks.addressing import ClusterAddressing
 from kubetrain.frameworks.base import Autoscaling, Framework
 from kubetrain.kube import ssh
-from kubetrain.kube.batch_jobs import suspension_patches
+from kubetrain.kube.batch_jobs import batch_job_template, suspension_patches
 from kubetrain.kube.events import EventRecord, EventRecorder
 from kubetrain.kube.metrics import OperatorMetrics
 from kubetrain.kube.render import (
@@ -402,7 +402,8 @@ class Actor:
         job, framework = target.job, target.framework
         for batch_job in target.batch_jobs:
             metadata = batch_job.get("metadata") or {}
-            labels = {str(k): str(v) for k, v in (metadata.get("labels") or {}).items()}
+            template_labels = (batch_job_template(batch_job).get("metadata") or {}).get("labels") or {}
+            labels = {str(k): str(v) for k, v in template_labels.items()}
             replica_type = framework.replica_type_of(labels)
             index = framework.replica_index_of(job, labels)
             if replica_type is None or index is None or replica_type not in job.replica_specs:

@@ -84,7 +84,15 @@ def test_v2_launcher_is_a_batch_job_carrying_the_run_policy() -> None:
     assert launcher["metadata"]["name"] == "pi-launcher"
     assert launcher["spec"]["backoffLimit"] == 3
     assert launcher["spec"]["activeDeadlineSeconds"] == 600
-    assert launcher["spec"]["podReplacementPolicy"] == "Failed"
+
+
+def test_v2_launcher_job_is_labelled_and_owned_as_the_mpi_operator_makes_it() -> None:
+    launcher = next(o for o in kubernetes_plan(_v2()) if o["kind"] == "Job")
+    assert launcher["metadata"]["labels"] == {"app": "pi"}
+    assert "podReplacementPolicy" not in launcher["spec"]  # the API's default, TerminatingOrFailed
+    template = launcher["spec"]["template"]["metadata"]
+    assert template["ownerReferences"] == launcher["metadata"]["ownerReferences"]
+    assert template["labels"]["training.kubeflow.org/job-role"] == "launcher"
 
 
 def test_v2_ssh_secret_is_requested_empty_for_the_substrate_to_fill() -> None:

@@ -32,7 +32,14 @@ def launcher_pod(phase: str, created: str = "2026-01-01T00:00:00Z", **status: An
 
 
 def batch_job(*conditions: dict[str, str]) -> dict[str, Any]:
-    return labelled("launcher", status={"conditions": list(conditions)})
+    """A launcher Job as the mpi-operator makes it: ``app: <job>`` on it, the replica's labels on its
+    pod template."""
+    template = labelled("launcher")
+    return {
+        "metadata": {"labels": {"app": "pi"}, "name": "pi-launcher"},
+        "spec": {"template": {"metadata": template["metadata"]}},
+        "status": {"conditions": list(conditions)},
+    }
 
 
 def test_a_worker_pod_is_identified_by_its_job_role_and_index() -> None:
