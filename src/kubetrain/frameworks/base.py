@@ -141,6 +141,9 @@ class Framework(ABC, Generic[JobT]):
     """The ``runPolicy.managedBy`` value meaning "reconciled by us"; any other set value is skipped."""
     event_style: ClassVar[EventStyle] = EventStyle.TRAINING_OPERATOR
     """Whose way its events are recorded (the operator that defines the kind)."""
+    event_source: ClassVar[str] = ""
+    """The component its events name as their source; ``controller_name`` when empty (the mpi-operator's
+    controller records as ``mpi-job-controller`` though its pods are labelled ``mpi-operator``)."""
     companions_while_suspended: ClassVar[bool] = True
     """Whether ``companion_objects`` and ``config_files`` exist while the job is suspended (the mpi-operator
     makes them; the MPIJob v1 controller makes nothing for a suspended job)."""

@@ -78,6 +78,7 @@ class MPIV2Framework(MPIFrameworkBase[MPIJobV2]):
     """The workers' default; the launcher defaults to ``OnFailure`` (its batch Job retries it)."""
     managed_by_self: ClassVar[str] = "kubeflow.org/mpi-operator"
     event_style: ClassVar[EventStyle] = EventStyle.MPI_OPERATOR
+    event_source: ClassVar[str] = "mpi-job-controller"
     mpi_operator_gang: ClassVar[bool] = True
     config_file_modes: ClassVar[Mapping[str, int]] = {HOSTFILE: 0o444, DISCOVER_HOSTS: 0o555}
 
@@ -149,17 +150,15 @@ class MPIV2Framework(MPIFrameworkBase[MPIJobV2]):
     # --- roles, names, processes --------------------------------------------------------------
 
     def replica_labels(self, job: MPIJobV2, replica_type: str, index: int) -> dict[str, str]:
-        """mpi-operator's set: ``job-role`` launcher/worker, no replica-type; the launcher has an
-        index only when it is also a worker (it is rank host 0, workers shift by one)."""
+        """mpi-operator v0.6.0's set: ``job-role`` launcher/worker, no replica-type; a worker's index is
+        its own (also when the launcher is a worker too: it is first in the hostfile, not in the labels),
+        the launcher has none."""
         labels = job_labels(self.controller_name, job.name)
-        as_worker = bool(job.spec.run_launcher_as_worker)
         if replica_type == LAUNCHER:
             labels[JOB_ROLE_LABEL] = "launcher"
-            if as_worker:
-                labels[REPLICA_INDEX_LABEL] = "0"
         else:
             labels[JOB_ROLE_LABEL] = "worker"
-            labels[REPLICA_INDEX_LABEL] = str(index + 1 if as_worker else index)
+            labels[REPLICA_INDEX_LABEL] = str(index)
         return labels
 
     # --- env ----------------------------------------------------------------------------------
@@ -269,7 +268,6 @@ class MPIV2Framework(MPIFrameworkBase[MPIJobV2]):
                 "spec": {
                     "clusterIP": "None",
                     "selector": job_labels(self.controller_name, job.name),
-                    "publishNotReadyAddresses": bool(job.spec.run_launcher_as_worker),
                 },
             },
             {
@@ -299,19 +297,25 @@ class MPIV2Framework(MPIFrameworkBase[MPIJobV2]):
         waits = job.spec.launcher_creation_policy == LauncherCreationPolicy.WAIT_FOR_WORKERS_READY
         return WORKER if replica_type == LAUNCHER and waits else None
 
+    def child_event(
+        self, job: MPIJobV2, replica_type: str, kind: str, name: str, action: str
+    ) -> tuple[str, str] | None:
+        """The mpi-operator records no event for the pods, Service and Job it creates or deletes."""
+        return None
+
     def replica_type_of(self, labels: Mapping[str, str]) -> str | None:
         """v2beta1 pods carry no replica-type label: the job role says it."""
         return {"launcher": LAUNCHER, "worker": WORKER}.get(labels.get(JOB_ROLE_LABEL, ""))
 
     def replica_index_of(self, job: MPIJobV2, labels: Mapping[str, str]) -> int | None:
-        """The launcher is index 0; workers shift by one when the launcher is also a worker."""
+        """The launcher is index 0; a worker's index is its label's."""
         role = self.replica_type_of(labels)
         if role == LAUNCHER:
             return 0
         index = super().replica_index_of(job, labels)
         if role is None or index is None:
             return None
-        return index - 1 if job.spec.run_launcher_as_worker else index
+        return index
 
     # --- status -------------------------------------------------------------------------------
 

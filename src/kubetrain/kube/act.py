@@ -537,7 +537,7 @@ class Actor:
             self._event(target, EventType.NORMAL, *event)
 
     def _event(self, target: Target, type_: EventType, reason: str, message: str) -> None:
-        component = target.framework.controller_name
+        component = target.framework.event_source or target.framework.controller_name
         self._events.record(EventRecord(target.stored, str(type_), reason, message, component))
 
     def _job_metric(self, counter: Any, target: Target) -> None:

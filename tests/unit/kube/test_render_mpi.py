@@ -72,10 +72,15 @@ def test_v2_ssh_keys_are_mode_0600_only_under_root_ssh() -> None:
     assert "defaultMode" not in custom
 
 
-def test_v2_worker_index_shifts_by_one_when_the_launcher_is_also_a_worker() -> None:
+def test_v2_worker_index_is_its_own_when_the_launcher_is_also_a_worker() -> None:
     labels = _pod(_v2(runLauncherAsWorker=True), "Worker", 0)["metadata"]["labels"]
-    assert labels["training.kubeflow.org/replica-index"] == "1"
+    assert labels["training.kubeflow.org/replica-index"] == "0"  # as mpi-operator v0.6.0 labels it
     assert "training.kubeflow.org/replica-type" not in labels
+
+
+def test_v2_launcher_has_no_index_also_when_it_is_a_worker() -> None:
+    labels = _pod(_v2(runLauncherAsWorker=True), "Launcher")["metadata"]["labels"]
+    assert "training.kubeflow.org/replica-index" not in labels
 
 
 def test_v2_launcher_is_a_batch_job_carrying_the_run_policy() -> None:
