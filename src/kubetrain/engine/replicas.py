@@ -68,7 +68,12 @@ def _reconcile_type(
     counts = ReplicaStatus(restarts=previous.restarts if previous is not None else 0)
     if fills_selector(ctx.framework):
         counts.selector = replica_type_selector(ctx.job, replica_type, ctx.framework)
-    ctx.status.replica_statuses[replica_type] = counts
+    ender = ctx.framework.counts_end_with
+    present = any(t == replica_type for (t, _) in observed)
+    if previous is not None or present or replica_type != ender:
+        # The replica type that ends the counting (the mpi-operator's launcher) is listed once it exists.
+        ctx.status.replica_statuses[replica_type] = counts
+    counted = ender is None or replica_type == ender or not _has_ended(observed, ender)
 
     wanted = replica_count(ctx.job, replica_type)
     existing = {*observed, *(ctx.observation.services or ())}
@@ -94,7 +99,8 @@ def _reconcile_type(
                 _warn_about_template_overrides(ctx, replica_type)
             continue
         for replica in replicas:
-            _count(counts, replica)
+            if counted:
+                _count(counts, replica)
             _record_exit_code(ctx, replica)
             _warn_if_abnormal(ctx, replica)
             seen.append(
@@ -147,6 +153,16 @@ def _warn_about_template_overrides(ctx: ReconcileContext, replica_type: str) -> 
             "SetPodTemplateSchedulerName",
             "Another scheduler is specified when gang-scheduling is enabled and it will not be overwritten",
         )
+
+
+def _has_ended(observed: dict[tuple[str, int], list[ObservedReplica]], replica_type: str) -> bool:
+    """Whether a replica of ``replica_type`` succeeded or failed for good."""
+    return any(
+        replica.phase in (Phase.SUCCEEDED, Phase.FAILED)
+        for (t, _), replicas in observed.items()
+        if t == replica_type
+        for replica in replicas
+    )
 
 
 def _record_exit_code(ctx: ReconcileContext, replica: ObservedReplica) -> None:

@@ -141,6 +141,10 @@ class Framework(ABC, Generic[JobT]):
     """The ``runPolicy.managedBy`` value meaning "reconciled by us"; any other set value is skipped."""
     event_style: ClassVar[EventStyle] = EventStyle.TRAINING_OPERATOR
     """Whose way its events are recorded (the operator that defines the kind)."""
+    counts_end_with: ClassVar[str | None] = None
+    """A replica type whose end (succeeded or failed) leaves the other types uncounted, and which is
+    listed in ``replicaStatuses`` only once it exists: the mpi-operator lists workers only while its
+    launcher Job runs."""
     event_source: ClassVar[str] = ""
     """The component its events name as their source; ``controller_name`` when empty (the mpi-operator's
     controller records as ``mpi-job-controller`` though its pods are labelled ``mpi-operator``)."""

@@ -79,6 +79,7 @@ class MPIV2Framework(MPIFrameworkBase[MPIJobV2]):
     managed_by_self: ClassVar[str] = "kubeflow.org/mpi-operator"
     event_style: ClassVar[EventStyle] = EventStyle.MPI_OPERATOR
     event_source: ClassVar[str] = "mpi-job-controller"
+    counts_end_with: ClassVar[str | None] = LAUNCHER
     mpi_operator_gang: ClassVar[bool] = True
     config_file_modes: ClassVar[Mapping[str, int]] = {HOSTFILE: 0o444, DISCOVER_HOSTS: 0o555}
 
