@@ -15,7 +15,7 @@ AS_ROOT := $(filter 0,$(shell id -u))
 .PHONY: help install run test lint test-unit test-local test-cluster envtest-build helm-build manifests docs clean \
 	image images image-tools test-images node-packages test-e2e scheduler-plugins-build
 .PHONY: podman docker test-containers host-packages mpi-packages node-build node-image-cache \
-	lane-cluster lane-images lane-checks browser-packages test-browser \
+	lane-cluster lane-images lane-checks browser-packages test-browser test-peers peers-build \
 	test-faults
 
 help:
@@ -58,14 +58,17 @@ serially = $(foreach target,$(1),MAKEFLAGS='$(filter-out -j% --jobserver-auth=%,
 	$(MAKE) --no-print-directory $(target) &&) true
 
 lane-cluster: $(STAMP)
-	$(call serially,envtest-build helm-build $(if $(AS_ROOT),node-build scheduler-plugins-build) test-cluster)
+	$(call serially,envtest-build helm-build peers-build $(if $(AS_ROOT),node-build scheduler-plugins-build) test-cluster)
 
 # The fault suite ends the images lane, the one with the most time to spare cold and warm (docs/development.md).
 lane-images: $(STAMP) image-tools
 	$(call serially,images $(if $(AS_ROOT),node-image-cache) test-containers test-faults)
 
+# The conformance tier runs in the checks lane, after the local tier: the cluster lane is the longest when
+# cold, and the checks lane is done well before it; the envtest and peer builds it needs are the cluster
+# lane's (a build under way is waited for: each takes a lock, and the second finds it current).
 lane-checks: $(STAMP)
-	$(call serially,lint test-unit test-local)
+	$(call serially,lint test-unit test-local test-peers)
 
 # envtest: a real control plane (etcd, kube-apiserver, scheduler, controller-manager) built from the
 # Kubernetes Go modules pinned in tools/envtest, cached in ~/.cache/kubetrain/envtest/<version>/.
@@ -79,6 +82,15 @@ test-cluster: envtest-build helm-build image browser-packages
 	trap '$(BIN)/kubetrain envtest stop --dir $(ENVTEST_TEST_DIR)' EXIT; \
 	$(BIN)/kubetrain envtest start --dir $(ENVTEST_TEST_DIR) >/dev/null && \
 	KUBETRAIN_ENVTEST_DIR=$(ENVTEST_TEST_DIR) $(PYTEST) tests/cluster tests/browser -q
+
+# The conformance tier (tests/peers): every example and each kind's status scenarios under the peers
+# (training-operator v1.9.0, mpi-operator v0.6.0) and under kubetrain, on an envtest of its own, compared
+# field by field; it prints the allow-list of docs/migration.md as applied and what it compared.
+ENVTEST_PEERS_DIR := .state/envtest-peers
+test-peers: envtest-build peers-build $(STAMP)
+	trap '$(BIN)/kubetrain envtest stop --dir $(ENVTEST_PEERS_DIR)' EXIT; \
+	$(BIN)/kubetrain envtest start --dir $(ENVTEST_PEERS_DIR) >/dev/null && \
+	KUBETRAIN_ENVTEST_DIR=$(ENVTEST_PEERS_DIR) $(PYTEST) tests/peers -q
 
 # The browser tier alone, on an envtest of its own.
 ENVTEST_BROWSER_DIR := .state/envtest-browser

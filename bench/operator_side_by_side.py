@@ -1,34 +1,36 @@
-"""kubetrain's operator beside upstream's training-operator v1.9.0, on the same machine, alternately.
+"""kubetrain's operator beside the operators it re-implements, on the same machine, alternately.
 
-For each setting (``defaults``: each operator as it ships; ``best``: upstream ``--controller-threads 32``,
-which has no QPS flag, and kubetrain ``--controller-threads 32 --kube-api-qps 0``), each N and each run, both
-operators are measured one after the other (the order alternating between runs), each on a fresh envtest
-(``docs/development.md``: a reused one ends with its controller-manager busy deleting the last run's
-objects), with the same CRDs (upstream's, from its module) and the same harness as
-``bench/operator_throughput.py``: N PyTorchJobs (1 master + 3 workers) posted at once, 16 in flight.
+Two workloads, each against its peer (built from its Go module by ``kubetrain.envtest.peers``):
 
-Reported per operator, and as the ratio kubetrain / upstream:
+- ``pytorch``: N PyTorchJobs (1 master + 3 workers) against upstream's training-operator v1.9.0;
+- ``mpi``: N MPIJobs kubeflow.org/v2beta1 (1 launcher + 3 workers) against the mpi-operator v0.6.0.
 
-- jobs/s until every pod and service exists;
-- reaction p50 / p99: each master pod set Running (16 patches in flight, on a settled operator) until the
-  job's Running condition is seen;
+For each setting (``defaults``: each operator as it ships; ``best``: the peer's threads at 32 and, where it
+has a QPS flag (the mpi-operator), its client unthrottled, against kubetrain ``--controller-threads 32
+--kube-api-qps 0``), each N and each run, both operators are measured one after the other (the order
+alternating between runs), each on a fresh envtest (``docs/development.md``: a reused one ends with its
+controller-manager busy deleting the last run's objects), with the same CRDs (the peer's, from its module) and
+the same harness as ``bench/operator_throughput.py``: the N jobs posted at once, 16 in flight.
+
+Reported per operator, and as the ratio kubetrain / peer:
+
+- jobs/s until every pod and service exists (an MPIJob's: its 3 workers, its launcher Job's pod, one Service);
+- reaction p50 / p99: each job's deciding pod set Running (16 patches in flight, on a settled operator; an
+  MPIJob's workers were set Running first) until the job's Running condition is seen;
 - peak RSS of the operator process; its CPU seconds per job while creating.
 
-Upstream runs out of cluster as its Deployment would run it, less the kubelet, as the conformance tier runs
-it (``kubetrain.envtest.peers``: its namespace, the webhook Secret its cert rotator fills, a webhook
-configuration the API server never calls, the certificate where a volume mount would put it). It is ready
-when its PyTorchJob controller runs its workers.
+The peers run out of cluster as their Deployments would run them, less the kubelet, as the conformance tier
+runs them (``kubetrain.envtest.peers``).
 
-Usage (builds upstream on first use; one command runs it all, a few minutes per N = 500 pair)::
+Usage (builds the peers on first use; one command runs it all, a few minutes per N = 500 pair)::
 
-    .venv/bin/python bench/operator_side_by_side.py --jobs 100 500 --runs 2 --markdown
+    .venv/bin/python bench/operator_side_by_side.py --workloads pytorch mpi --jobs 100 500 --runs 2 --markdown
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import secrets
@@ -36,13 +38,15 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from operator_throughput import (
     BENCH_NODE,
     CREATE_CONCURRENCY,
-    OBJECTS_PER_JOB,
+    PATCH_CONCURRENCY,
     Watcher,
     count,
     cpu_seconds,
@@ -59,27 +63,99 @@ from operator_throughput import (
 )
 
 from kubetrain.envtest import peers
-from kubetrain.envtest.crds import install_crds
+from kubetrain.envtest.crds import install_crd_files
 from kubetrain.envtest.kubeapi import KubeApi
 from kubetrain.envtest.nodes import NodeShape, fake_node
-from kubetrain.kube.runtime.client import KubeClient, connect
+from kubetrain.kube.runtime.client import KubeClient, connect, raise_for_status
 
 ROOT = Path(__file__).resolve().parents[1]
 KUBETRAIN = Path(sys.executable).parent / "kubetrain"
 KUBETRAIN_READY = "caches synced"
 
-SETTINGS: dict[str, dict[str, list[str]]] = {
-    "defaults": {"upstream": [], "kubetrain": []},
-    "best": {
-        "upstream": ["--controller-threads", "32"],
-        "kubetrain": ["--controller-threads", "32", "--kube-api-qps", "0"],
-    },
+
+def mpi_job(name: str, namespace: str) -> dict[str, Any]:
+    template = {"spec": {"containers": [{"name": "mpi", "image": "example.com/trainer:1"}]}}
+    return {
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "slotsPerWorker": 1,
+            "mpiReplicaSpecs": {
+                "Launcher": {"replicas": 1, "template": template},
+                "Worker": {"replicas": 3, "template": template},
+            },
+        },
+    }
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    peer: peers.Peer
+    crd: str
+    """The peer's CRD file the jobs need, in its release's CRD directory."""
+    collection: str
+    """The jobs' collection path, ``{namespace}`` in it."""
+    job: Callable[[str, str], dict[str, Any]]
+    pods: int
+    services: int
+    """Per job, once created."""
+    scheme: str
+    """kubetrain's ``--enable-scheme``."""
+    deciding: str
+    """The replica type whose pod, set Running, makes the job Running (the others are set Running first)."""
+    others: tuple[str, ...]
+    settings: dict[str, dict[str, list[str]]]
+
+
+WORKLOADS = {
+    "pytorch": Workload(
+        name="pytorch",
+        peer=peers.TRAINING_OPERATOR,
+        crd="kubeflow.org_pytorchjobs.yaml",
+        collection="/apis/kubeflow.org/v1/namespaces/{namespace}/pytorchjobs",
+        job=pytorch_job,
+        pods=4,
+        services=4,
+        scheme="pytorchjob",
+        deciding="master",
+        others=(),
+        settings={
+            "defaults": {"upstream": [], "kubetrain": []},
+            "best": {
+                "upstream": ["--controller-threads", "32"],
+                "kubetrain": ["--controller-threads", "32", "--kube-api-qps", "0"],
+            },
+        },
+    ),
+    "mpi": Workload(
+        name="mpi",
+        peer=peers.MPI_OPERATOR,
+        crd="kubeflow.org_mpijobs.yaml",
+        collection="/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs",
+        job=mpi_job,
+        pods=4,
+        services=1,
+        scheme="mpijob-v2beta1",
+        deciding="launcher",
+        others=("worker",),
+        settings={
+            "defaults": {"upstream": [], "kubetrain": []},
+            "best": {
+                "upstream": ["--threadiness", "32", "--kube-api-qps", "100000", "--kube-api-burst", "100000"],
+                "kubetrain": ["--controller-threads", "32", "--kube-api-qps", "0"],
+            },
+        },
+    ),
 }
+SETTINGS = ("defaults", "best")
 
 
 @dataclass
 class Run:
     operator: str
+    """``kubetrain``, or ``upstream``: the workload's peer."""
     setting: str
     jobs: int
     jobs_per_s: float
@@ -90,7 +166,9 @@ class Run:
     load: tuple[float, float, float]
     plain_p99_ms: float | None = None
     """The floor on this envtest, before the operator started: a client that writes each job's status the
-    moment its pod watch shows the master Running (no cache, no engine), p99 over N jobs."""
+    moment its pod watch shows the master Running (no cache, no engine), p99 over N jobs (PyTorchJobs
+    only)."""
+    workload: str = "pytorch"
 
 
 def envtest(command: str, run_dir: Path) -> str:
@@ -106,31 +184,30 @@ def envtest(command: str, run_dir: Path) -> str:
 
 
 async def start_operator(
-    operator: str, flags: list[str], kubeconfig: Path, namespace: str, log: Path
-) -> subprocess.Popen[bytes]:
+    operator: str, workload: Workload, flags: list[str], kubeconfig: Path, namespace: str, log: Path
+) -> peers.PeerProcess:
     if operator == "kubetrain":
         command = [str(KUBETRAIN), "operator", "--kubeconfig", str(kubeconfig), "--namespace", namespace]
-        command += ["--enable-scheme", "pytorchjob", "--health-probe-bind-address", "0"]
+        command += ["--enable-scheme", workload.scheme, "--health-probe-bind-address", "0"]
         command += ["--metrics-bind-address", "0", *flags]
         process = subprocess.Popen(command, stdout=log.open("wb"), stderr=subprocess.STDOUT)
         await wait_until(lambda: KUBETRAIN_READY in log.read_text(), 60, "kubetrain operator start")
-        return process
-    # Upstream as the conformance tier runs it (kubetrain.envtest.peers: its webhook Secret, its certificate
-    # mounted, a webhook configuration the API server never calls), in a thread: it blocks until ready.
+        return peers.PeerProcess("kubetrain", process, log)
+    # The peer as the conformance tier runs it, in a thread: it blocks until ready.
     with KubeApi.from_kubeconfig(kubeconfig) as api:
-        started = await asyncio.to_thread(
-            peers.start_training_operator, api, kubeconfig, namespace, log, ["pytorchjob"], flags
+        if workload.peer is peers.MPI_OPERATOR:
+            return await asyncio.to_thread(peers.start_mpi_operator, api, kubeconfig, namespace, log, flags)
+        return await asyncio.to_thread(
+            peers.start_training_operator, api, kubeconfig, namespace, log, [workload.scheme], flags
         )
-    return started.process
 
 
-async def settle(pid: int, client: KubeClient, namespace: str, jobs: int, timeout: float = 300) -> None:
+async def settle(pid: int, client: KubeClient, collection: str, jobs: int, timeout: float = 300) -> None:
     """Until every job has a Created condition and the operator used under 2 % of a core for a second: the
-    same test for both operators (upstream has no work-queue metric to scrape)."""
-    path = f"/apis/kubeflow.org/v1/namespaces/{namespace}/pytorchjobs"
+    same test for every operator (the mpi-operator has no work-queue metric to scrape)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        items = (await client.http.get(path)).json().get("items") or []
+        items = (await client.http.get(collection)).json().get("items") or []
         created = sum(
             any(c.get("type") == "Created" for c in (item.get("status") or {}).get("conditions") or [])
             for item in items
@@ -140,6 +217,44 @@ async def settle(pid: int, client: KubeClient, namespace: str, jobs: int, timeou
         if created >= jobs and cpu_seconds(pid) - before < 0.02:
             return
     raise TimeoutError("the operator did not settle")
+
+
+async def set_running(client: KubeClient, namespace: str, replica_type: str) -> dict[str, float]:
+    """Every pod of ``replica_type`` Running (16 patches in flight); when each job's last one was patched."""
+    # A v2beta1 MPIJob's pods say their replica type as their job role (the only workload here with others).
+    selector = f"training.kubeflow.org/job-role={replica_type}"
+    pods = (
+        await client.http.get(f"/api/v1/namespaces/{namespace}/pods", params={"labelSelector": selector})
+    ).json()
+    patched_at: dict[str, float] = {}
+    gate = asyncio.Semaphore(PATCH_CONCURRENCY)
+
+    async def run(pod: dict[str, Any]) -> None:
+        async with gate:
+            path = f"/api/v1/namespaces/{namespace}/pods/{pod['metadata']['name']}/status"
+            headers = {"Content-Type": "application/merge-patch+json"}
+            body = json.dumps({"status": {"phase": "Running"}})
+            response = await client.http.patch(path, content=body, headers=headers)
+            raise_for_status(response, response.content)
+            patched_at[pod["metadata"]["labels"]["training.kubeflow.org/job-name"]] = time.monotonic()
+
+    await asyncio.gather(*(run(pod) for pod in pods.get("items") or []))
+    return patched_at
+
+
+async def react_all(
+    client: KubeClient, namespace: str, workload: Workload, jobs: int, watcher: Watcher
+) -> list[float]:
+    """The deciding pods set Running (the others first, then the operator settled), and per job the
+    milliseconds until its Running condition was seen."""
+    if workload.name == "pytorch":
+        return await react(client, namespace, [f"job-{i}" for i in range(jobs)], watcher)
+    for replica_type in workload.others:
+        await set_running(client, namespace, replica_type)
+    await asyncio.sleep(2.0)  # the operator has seen the workers run (its job's status changes nothing yet)
+    patched_at = await set_running(client, namespace, workload.deciding)
+    await wait_until(lambda: len(watcher.running_at) >= jobs, 300, "every job Running")
+    return [(watcher.running_at[name] - at) * 1000 for name, at in patched_at.items()]
 
 
 async def plain_floor(client: KubeClient, jobs: int) -> float:
@@ -154,47 +269,44 @@ async def plain_floor(client: KubeClient, jobs: int) -> float:
         await delete_namespace(client, namespace)
 
 
-async def measure(operator: str, setting: str, jobs: int, kubeconfig: Path) -> Run:
+async def measure(workload: Workload, operator: str, setting: str, jobs: int, kubeconfig: Path) -> Run:
     client = connect(kubeconfig, qps=0, burst=1, timeout=60)
-    plain_p99 = await plain_floor(client, jobs)
+    plain_p99 = await plain_floor(client, jobs) if workload.name == "pytorch" else None
     namespace = f"bench-{operator}-{secrets.token_hex(3)}"
     await create_namespace(client, namespace)
     log = Path(f"/tmp/kubetrain-side-by-side-{namespace}.log")
     load = os.getloadavg()
-    process = await start_operator(operator, SETTINGS[setting][operator], kubeconfig, namespace, log)
+    flags = workload.settings[setting][operator]
+    process = await start_operator(operator, workload, flags, kubeconfig, namespace, log)
     peak = [0]
     sampler = asyncio.create_task(sample_rss(process.pid, peak))
     watcher = Watcher(client, namespace)
-    watches = watcher.start()
+    collection = workload.collection.format(namespace=namespace)
+    watches = [asyncio.create_task(watcher.watch(collection, watcher._on_job))]
     try:
         cpu_at_start = cpu_seconds(process.pid)
         started = time.monotonic()
-        collection = f"/apis/kubeflow.org/v1/namespaces/{namespace}/pytorchjobs"
         await post_all(
             client,
-            [(collection, pytorch_job(f"job-{i}", namespace)) for i in range(jobs)],
+            [(collection, workload.job(f"job-{i}", namespace)) for i in range(jobs)],
             CREATE_CONCURRENCY,
         )
-        expected = jobs * OBJECTS_PER_JOB // 2
         base = f"/api/v1/namespaces/{namespace}"
         while (
-            await count(client, f"{base}/pods") < expected
-            or await count(client, f"{base}/services") < expected
+            await count(client, f"{base}/pods") < jobs * workload.pods
+            or await count(client, f"{base}/services") < jobs * workload.services
         ):
             if time.monotonic() - started > 900:
                 raise TimeoutError(f"{operator}: not every pod and service exists after 900 s")
             await asyncio.sleep(0.05)
         rate = jobs / (time.monotonic() - started)
         created_cpu = cpu_seconds(process.pid) - cpu_at_start
-        await settle(process.pid, client, namespace, jobs)
-        latencies = await react(client, namespace, [f"job-{i}" for i in range(jobs)], watcher)
+        await settle(process.pid, client, collection, jobs)
+        latencies = await react_all(client, namespace, workload, jobs, watcher)
     finally:
         for task in [*watches, sampler]:
             task.cancel()
-        process.terminate()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(30)
-        process.kill()
+        process.stop(timeout=30)
         await client.aclose()
     return Run(
         operator=operator,
@@ -207,20 +319,21 @@ async def measure(operator: str, setting: str, jobs: int, kubeconfig: Path) -> R
         create_cpu_ms_per_job=created_cpu * 1000 / jobs,
         load=load,
         plain_p99_ms=plain_p99,
+        workload=workload.name,
     )
 
 
-def one_run(operator: str, setting: str, jobs: int, run_dir: Path, crds: Path) -> Run:
+def one_run(workload: Workload, operator: str, setting: str, jobs: int, run_dir: Path) -> Run:
     """On a fresh envtest, stopped afterwards whatever happens."""
     kubeconfig = Path(envtest("start", run_dir).splitlines()[-1])
     try:
         with KubeApi.from_kubeconfig(kubeconfig) as api:
-            install_crds(api, crds)
+            install_crd_files(api, [workload.peer.crds_dir() / workload.crd])
             version = str(api.get("/version")["gitVersion"])
             # Room for every pod: the scheduler's retries of unschedulable pods would be measured too.
             shape = NodeShape(cpu="1000", memory="4Ti", pods=10_000, gpus=0)
             api.create("/api/v1/nodes", fake_node(BENCH_NODE, 9, shape, version))
-        return asyncio.run(measure(operator, setting, jobs, kubeconfig))
+        return asyncio.run(measure(workload, operator, setting, jobs, kubeconfig))
     finally:
         envtest("stop", run_dir)
 
@@ -258,19 +371,25 @@ def _ms(value: float | None) -> str:
 
 def markdown(runs: list[Run]) -> str:
     header = [
-        "| settings | N | run | load avg (kubetrain / upstream) | jobs/s until pods + services exist "
+        "| settings | N | run | load avg (kubetrain / peer) | jobs/s until pods + services exist "
         "| reaction p50 | reaction p99 | peak RSS | CPU / job (create) "
         "| plain-client reaction p99 (on each run's envtest) |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    return "\n".join(header + ratio_rows(runs))
+    tables = []
+    for name in [w for w in WORKLOADS if any(r.workload == w for r in runs)]:
+        peer = WORKLOADS[name].peer
+        title = f"{name}: kubetrain / {peer.name} {peer.version()}"
+        tables.append("\n".join([title, "", *header, *ratio_rows([r for r in runs if r.workload == name])]))
+    return "\n\n".join(tables)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workloads", nargs="+", choices=list(WORKLOADS), default=["pytorch"])
     parser.add_argument("--jobs", type=int, nargs="+", default=[100, 500])
     parser.add_argument("--runs", type=int, default=2, help="pairs per setting and N")
-    parser.add_argument("--settings", nargs="+", choices=list(SETTINGS), default=list(SETTINGS))
+    parser.add_argument("--settings", nargs="+", choices=SETTINGS, default=list(SETTINGS))
     parser.add_argument("--dir", type=Path, default=Path("/tmp/kubetrain-side-by-side-envtest"))
     parser.add_argument("--markdown", action="store_true")
     parser.add_argument("--results", type=Path, help="append each run as a JSON line here")
@@ -282,21 +401,22 @@ def main() -> None:
             markdown([Run(**{**json.loads(line), "load": tuple(json.loads(line)["load"])}) for line in lines])
         )
         return
-    peers.TRAINING_OPERATOR.ensure_built()  # before the first measurement, not during it
-    crds = peers.TRAINING_OPERATOR.crds_dir()
     runs: list[Run] = []
-    for setting in args.settings:
-        for jobs in args.jobs:
-            for index in range(args.runs):
-                order = ["upstream", "kubetrain"] if index % 2 == 0 else ["kubetrain", "upstream"]
-                for operator in order:
-                    run = one_run(operator, setting, jobs, args.dir, crds)
-                    runs.append(run)
-                    line = json.dumps(asdict(run))
-                    print(line, file=sys.stderr, flush=True)
-                    if args.results:
-                        with args.results.open("a") as results:
-                            results.write(line + "\n")
+    for name in args.workloads:
+        workload = WORKLOADS[name]
+        workload.peer.ensure_built()  # before the first measurement, not during it
+        for setting in args.settings:
+            for jobs in args.jobs:
+                for index in range(args.runs):
+                    order = ["upstream", "kubetrain"] if index % 2 == 0 else ["kubetrain", "upstream"]
+                    for operator in order:
+                        run = one_run(workload, operator, setting, jobs, args.dir)
+                        runs.append(run)
+                        line = json.dumps(asdict(run))
+                        print(line, file=sys.stderr, flush=True)
+                        if args.results:
+                            with args.results.open("a") as results:
+                                results.write(line + "\n")
     if args.markdown:
         print(markdown(runs))
 

@@ -152,6 +152,12 @@ class JobStatus(WireModel):
     """The progress and metrics the training last reported (Kubeflow Trainer v2's ``trainerStatus``);
     empty until it reports."""
 
+    @model_serializer(mode="wrap")
+    def _omit_empty_replica_statuses(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        # Upstream writes none before it has counted a replica (a job created suspended has none).
+        return {k: v for k, v in data.items() if v != {} or k not in ("replicaStatuses", "replica_statuses")}
+
     def condition(self, type_: ConditionType) -> JobCondition | None:
         return next((c for c in self.conditions if c.type == type_), None)
 

@@ -49,6 +49,6 @@ def expire(ctx: ReconcileContext) -> None:
     remaining = (finished_at + timedelta(seconds=ttl) - ctx.now).total_seconds()
     if remaining <= 0:
         ctx.actions.append(DeleteJob())
-        ctx.emit(EventType.NORMAL, "SuccessfulDeleteJob", f"Deleted job: {ctx.name}")
+        ctx.emit(EventType.NORMAL, ctx.framework.deleted_job_reason, f"Deleted job: {ctx.name}")
     else:
         ctx.wake_up_in(remaining)

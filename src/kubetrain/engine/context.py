@@ -30,12 +30,10 @@ from kubetrain.engine.types import (
     ObservedReplica,
     Traits,
 )
-from kubetrain.frameworks.base import Framework
+from kubetrain.frameworks.base import ConditionProposal, Framework
 
 if TYPE_CHECKING:
     from kubetrain.engine.diagnosis import Finding
-
-_WARNING_CONDITIONS = frozenset({ConditionType.RESTARTING, ConditionType.FAILED, ConditionType.STALLED})
 
 ReplicaKey = tuple[str, int]
 
@@ -163,17 +161,24 @@ class ReconcileContext:
         message: str,
         value: ConditionStatus = ConditionStatus.TRUE,
         *,
-        announce: bool = True,
+        announce: EventType | None = None,
     ) -> bool:
-        """Apply a condition through the state machine; a change emits the matching event.
-
-        ``announce=False`` when the caller emits its own event for what caused the condition.
-        """
+        """Apply a condition through the state machine; a change emits an event of type ``announce`` with
+        the condition's reason and message (None: no event, as upstream records none for most of its
+        conditions, or records its own whether or not they change)."""
         changed = set_condition(self.status, type_, value, reason, message, self.now)
-        if changed and announce:
-            warning = type_ in _WARNING_CONDITIONS and value == ConditionStatus.TRUE
-            self.emit(EventType.WARNING if warning else EventType.NORMAL, reason, message)
+        if changed and announce is not None:
+            self.emit(announce, reason, message)
         return changed
+
+    def propose(self, proposal: ConditionProposal) -> None:
+        """A status rule's condition, and the event it records each time it holds."""
+        self.set_condition(proposal.type, proposal.reason, proposal.message)
+        if proposal.event is not None:
+            event = proposal.event
+            self.emit(
+                EventType(event.type), event.reason or proposal.reason, event.message or proposal.message
+            )
 
     def decision(self) -> Decision:
         return Decision(

@@ -21,6 +21,7 @@ from kubetrain.engine.completion import expire
 from kubetrain.engine.conditions import backoff_limit_message, condition_reason, deadline_message
 from kubetrain.engine.context import ReconcileContext
 from kubetrain.engine.planning import replica_policy
+from kubetrain.engine.types import EventType
 
 _RESTARTING_POLICIES = frozenset({RestartPolicy.ON_FAILURE, RestartPolicy.ALWAYS, RestartPolicy.EXIT_CODE})
 
@@ -81,5 +82,6 @@ def fail_for_limit(ctx: ReconcileContext, message: str) -> None:
         ctx.status.completion_time = ctx.now
     ctx.delete_everything("failed")
     ctx.delete_pod_group()
-    ctx.set_condition(ConditionType.FAILED, condition_reason(ctx.kind, ConditionType.FAILED), message)
+    reason = condition_reason(ctx.kind, ConditionType.FAILED)
+    ctx.set_condition(ConditionType.FAILED, reason, message, announce=EventType.NORMAL)
     expire(ctx)

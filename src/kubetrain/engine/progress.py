@@ -120,7 +120,7 @@ def check_progress(ctx: ReconcileContext) -> None:
     if deadline.action is DeadlineAction.FAIL and silent:
         _fail_silent_replicas(ctx, silent, message)
     else:
-        ctx.set_condition(ConditionType.STALLED, STALLED_REASON, message)
+        ctx.set_condition(ConditionType.STALLED, STALLED_REASON, message, announce=EventType.WARNING)
 
 
 def clear_stalled(ctx: ReconcileContext, report: TrainerStatus | None = None) -> None:
@@ -142,7 +142,8 @@ def clear_stalled(ctx: ReconcileContext, report: TrainerStatus | None = None) ->
 def _fail_silent_replicas(ctx: ReconcileContext, silent: list[ObservedReplica], message: str) -> None:
     policies = {replica_policy(ctx.job, r.replica_type, ctx.framework) for r in silent}
     if not policies <= _RESTARTED_AFTER_HANG:
-        ctx.set_condition(ConditionType.FAILED, STALLED_REASON, f"{message}; the job has failed")
+        failed = f"{message}; the job has failed"
+        ctx.set_condition(ConditionType.FAILED, STALLED_REASON, failed, announce=EventType.WARNING)
         return
     for replica in silent:
         if ctx.delete_replica(replica, "restart"):
@@ -150,7 +151,8 @@ def _fail_silent_replicas(ctx: ReconcileContext, silent: list[ObservedReplica], 
             if counts is not None:
                 counts.restarts += replica.restart_count + 1
     clear_stalled(ctx)
-    ctx.set_condition(ConditionType.RESTARTING, STALLED_REASON, f"{message}; restarting them")
+    restarting = f"{message}; restarting them"
+    ctx.set_condition(ConditionType.RESTARTING, STALLED_REASON, restarting, announce=EventType.WARNING)
 
 
 def _stalled_message(

@@ -38,8 +38,8 @@ from kubetrain.engine.limits import deadline_remaining, fail_for_limit, failure_
 from kubetrain.engine.progress import check_progress, clear_stalled
 from kubetrain.engine.replicas import force_stuck_replicas, reconcile_replicas
 from kubetrain.engine.suspension import resume_if_suspended, suspend
-from kubetrain.engine.types import Decision, Observation, Traits
-from kubetrain.frameworks.base import Framework, StatusContext
+from kubetrain.engine.types import Decision, EventType, Observation, Traits
+from kubetrain.frameworks.base import EventStyle, Framework, StatusContext
 from kubetrain.frameworks.registry import framework_for
 
 INVALID_SPEC_REASON = "InvalidSpec"
@@ -66,6 +66,7 @@ def reconcile(
             ConditionType.CREATED,
             condition_reason(ctx.kind, ConditionType.CREATED),
             framework.condition_message(job, ConditionType.CREATED, True, message),
+            announce=EventType.NORMAL if framework.event_style is EventStyle.MPI_OPERATOR else None,
         )
     force_stuck_replicas(ctx)
 
@@ -109,6 +110,7 @@ def reject(
             ConditionType.CREATED,
             condition_reason(ctx.kind, ConditionType.CREATED),
             created_message(ctx.kind, ctx.name),
+            announce=EventType.NORMAL if framework.event_style is EventStyle.MPI_OPERATOR else None,
         )
     _fail_invalid(ctx, error)
     return ctx.decision()
@@ -120,6 +122,7 @@ def _fail_invalid(ctx: ReconcileContext, error: InvalidJobError) -> None:
         ConditionType.FAILED,
         INVALID_SPEC_REASON,
         f"{ctx.kind} {ctx.name} has an invalid spec: {error}",
+        announce=EventType.WARNING,
     )
     finish(ctx)
 
@@ -156,7 +159,7 @@ def _run_replicas(ctx: ReconcileContext) -> None:
     retried = frozenset(t for t in ctx.job.replica_specs if ctx.retried_by_controller(t))
     context = StatusContext(current, ctx.status.replica_statuses, observed, ctx.traits.colocated, retried)
     for proposal in ctx.framework.status_rules(context):
-        ctx.set_condition(proposal.type, proposal.reason, proposal.message)
+        ctx.propose(proposal)
     if not ctx.status.is_finished:
         check_progress(ctx)
 

@@ -68,7 +68,12 @@ def _reconcile_type(
     counts = ReplicaStatus(restarts=previous.restarts if previous is not None else 0)
     if fills_selector(ctx.framework):
         counts.selector = replica_type_selector(ctx.job, replica_type, ctx.framework)
-    ctx.status.replica_statuses[replica_type] = counts
+    ender = ctx.framework.counts_end_with
+    present = any(t == replica_type for (t, _) in observed)
+    if previous is not None or present or replica_type != ender:
+        # The replica type that ends the counting (the mpi-operator's launcher) is listed once it exists.
+        ctx.status.replica_statuses[replica_type] = counts
+    counted = ender is None or replica_type == ender or not _has_ended(observed, ender)
 
     wanted = replica_count(ctx.job, replica_type)
     existing = {*observed, *(ctx.observation.services or ())}
@@ -94,7 +99,9 @@ def _reconcile_type(
                 _warn_about_template_overrides(ctx, replica_type)
             continue
         for replica in replicas:
-            _count(counts, replica)
+            if counted:
+                _count(counts, replica)
+            _record_exit_code(ctx, replica)
             _warn_if_abnormal(ctx, replica)
             seen.append(
                 ObservedPhase(
@@ -148,6 +155,29 @@ def _warn_about_template_overrides(ctx: ReconcileContext, replica_type: str) -> 
         )
 
 
+def _has_ended(observed: dict[tuple[str, int], list[ObservedReplica]], replica_type: str) -> bool:
+    """Whether a replica of ``replica_type`` succeeded or failed for good."""
+    return any(
+        replica.phase in (Phase.SUCCEEDED, Phase.FAILED)
+        for (t, _), replicas in observed.items()
+        if t == replica_type
+        for replica in replicas
+    )
+
+
+def _record_exit_code(ctx: ReconcileContext, replica: ObservedReplica) -> None:
+    """Upstream records how each pod's default container ended on every reconcile while it stays ended
+    (succeeded or failed, terminating or not); the recorder folds the repeats into one Event's count."""
+    if not ctx.framework.exit_code_events or replica.exit_code is None or replica.phase is Phase.RUNNING:
+        return
+    pod = ctx.framework.pod_name(ctx.job, replica.replica_type, replica.index)
+    ctx.emit(
+        EventType.NORMAL,
+        "ExitedWithCode",
+        f"Pod: {ctx.job.namespace}.{pod} exited with code {replica.exit_code}",
+    )
+
+
 def _warn_if_abnormal(ctx: ReconcileContext, replica: ObservedReplica) -> None:
     """A live replica's abnormal signs become Warning events on the job, on every reconcile as upstream
     (the kube substrate's recorder folds the repeats into one Event with a growing count).
@@ -178,13 +208,6 @@ def _count(counts: ReplicaStatus, replica: ObservedReplica) -> None:
 
 def _handle_failure(ctx: ReconcileContext, replica: ObservedReplica, counts: ReplicaStatus) -> None:
     policy = replica_policy(ctx.job, replica.replica_type, ctx.framework)
-    if replica.exit_code is not None:
-        pod = ctx.framework.pod_name(ctx.job, replica.replica_type, replica.index)
-        ctx.emit(
-            EventType.NORMAL,
-            "ExitedWithCode",
-            f"Pod: {ctx.job.namespace}.{pod} exited with code {replica.exit_code}",
-        )
     if policy in _ALWAYS_RESTARTED or (policy is RestartPolicy.EXIT_CODE and is_retryable(replica.exit_code)):
         reason = condition_reason(ctx.kind, ConditionType.RESTARTING)
         message = restarting_message(ctx.name, replica.replica_type)
@@ -193,10 +216,9 @@ def _handle_failure(ctx: ReconcileContext, replica: ObservedReplica, counts: Rep
             counts.restarts += replica.restart_count + 1
             # One event per replaced replica, as upstream, even while the job is already Restarting.
             ctx.emit(EventType.WARNING, reason, message)
-        ctx.set_condition(ConditionType.RESTARTING, reason, message, announce=False)
+        ctx.set_condition(ConditionType.RESTARTING, reason, message)
     elif policy is RestartPolicy.EXIT_CODE:
-        ctx.set_condition(
-            ConditionType.FAILED,
-            condition_reason(ctx.kind, ConditionType.FAILED),
-            exit_code_failure_message(ctx.name, replica.replica_type),
-        )
+        reason = condition_reason(ctx.kind, ConditionType.FAILED)
+        message = exit_code_failure_message(ctx.name, replica.replica_type)
+        ctx.emit(EventType.WARNING, reason, message)
+        ctx.set_condition(ConditionType.FAILED, reason, message)

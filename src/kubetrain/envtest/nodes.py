@@ -40,11 +40,15 @@ class NodeShape:
     memory: str = "32Gi"
     pods: int = 110
     gpus: int = 4
+    ephemeral_storage: str | None = None
+    """Pods that request ``ephemeral-storage`` (upstream's MPIJob v1 launcher does) fit only where it is."""
 
     def capacity(self) -> dict[str, str]:
         capacity = {"cpu": self.cpu, "memory": self.memory, "pods": str(self.pods)}
         if self.gpus:
             capacity[GPU_RESOURCE] = str(self.gpus)
+        if self.ephemeral_storage:
+            capacity["ephemeral-storage"] = self.ephemeral_storage
         return capacity
 
 

@@ -11,8 +11,8 @@ import functools
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from enum import Enum
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from enum import Enum, StrEnum
+from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
 from kubetrain.api.common import ConditionType, ReplicaStatus, RestartPolicy
 from kubetrain.api.errors import FieldError
@@ -64,6 +64,31 @@ class Autoscaling:
     metrics: tuple[Mapping[str, Any], ...]
 
 
+class EventStyle(StrEnum):
+    """Whose way a kind records events beside its conditions: the operator that defines it (upstream's
+    training-operator for the v1 kinds, the mpi-operator for MPIJob v2beta1), so that the events a user or a
+    tool reads are the ones that operator records."""
+
+    TRAINING_OPERATOR = "training-operator"
+    """No event for ``Created`` or ``Running``; ``Suspended`` on every reconcile while suspended;
+    ``Resumed`` when it is resumed."""
+    MPI_OPERATOR = "mpi-operator"
+    """``Created``, ``Suspended`` and ``Resumed`` once each, when they happen."""
+
+
+@dataclass(frozen=True)
+class Announcement:
+    """The event a status rule records each time it holds, whether or not its condition changes (upstream
+    records them in its status update, on every reconcile, and a condition that is already set, or a job
+    that already failed, does not stop it)."""
+
+    type: Literal["Normal", "Warning"]
+    reason: str | None = None
+    """When it is not the condition's (MPI v1's ``mpijobsSucceeded``)."""
+    message: str | None = None
+    """When it is not the condition's (the mpi-operator's ``Running`` event has no full stop)."""
+
+
 @dataclass(frozen=True)
 class ConditionProposal:
     """A condition a framework's status rules want set; the engine applies the state machine."""
@@ -71,6 +96,8 @@ class ConditionProposal:
     type: ConditionType
     reason: str
     message: str
+    event: Announcement | None = None
+    """The event recorded with it, each time it is proposed; None: none (upstream's ``Running``)."""
 
 
 @dataclass(frozen=True)
@@ -113,6 +140,24 @@ class Framework(ABC, Generic[JobT]):
     """One headless Service per replica (every v1 kind but MPIJob)."""
     managed_by_self: ClassVar[str] = "kubeflow.org/training-operator"
     """The ``runPolicy.managedBy`` value meaning "reconciled by us"; any other set value is skipped."""
+    event_style: ClassVar[EventStyle] = EventStyle.TRAINING_OPERATOR
+    """Whose way its events are recorded (the operator that defines the kind)."""
+    counts_end_with: ClassVar[str | None] = None
+    """A replica type whose end (succeeded or failed) leaves the other types uncounted, and which is
+    listed in ``replicaStatuses`` only once it exists: the mpi-operator lists workers only while its
+    launcher Job runs."""
+    event_source: ClassVar[str] = ""
+    """The component its events name as their source; ``controller_name`` when empty (the mpi-operator's
+    controller records as ``mpi-job-controller`` though its pods are labelled ``mpi-operator``)."""
+    companions_while_suspended: ClassVar[bool] = True
+    """Whether ``companion_objects`` and ``config_files`` exist while the job is suspended (the mpi-operator
+    makes them; the MPIJob v1 controller makes nothing for a suspended job)."""
+    deleted_job_reason: ClassVar[str] = "SuccessfulDeleteJob"
+    """The reason of the event recorded when the TTL deletes the job (PyTorch, Paddle and JAX reuse
+    ``SuccessfulDeletePod`` upstream)."""
+    exit_code_events: ClassVar[bool] = True
+    """An ``ExitedWithCode`` event for each replica whose default container has ended, on every reconcile,
+    as upstream's common pod reconciler records it (its MPIJob controllers have their own, which do not)."""
     mpi_operator_gang: ClassVar[bool] = False
     """Gang scheduling as mpi-operator does it (§4.9): ``schedulerName`` forced over the template's, no
     Volcano ``task-spec`` annotation, pods created without waiting for the PodGroup's admission."""
@@ -202,6 +247,15 @@ class Framework(ABC, Generic[JobT]):
         """What a replica's pod needs on Kubernetes beyond its template, env and init containers."""
         return PodDecoration()
 
+    def child_event(
+        self, job: JobT, replica_type: str, kind: str, name: str, action: str
+    ) -> tuple[str, str] | None:
+        """The ``(reason, message)`` of the event recorded when one of the job's pods, Services or batch Jobs
+        (``kind``) was created or deleted (``action``: ``Create``, ``Delete``), as upstream's pod and
+        service control records it; None for none."""
+        past = {"Create": "Created", "Delete": "Deleted"}[action]
+        return f"Successful{action}{kind}", f"{past} {kind.lower()}: {name}"
+
     def companion_objects(self, job: JobT) -> list[dict[str, Any]]:
         """Objects a job needs beside its pods and per-replica services (MPI: RBAC, Service, Secret).
 
@@ -271,6 +325,9 @@ class PodDecoration:
     """Mounted into the first container."""
     default_command: tuple[str, ...] = ()
     """The first container's command when it sets neither ``command`` nor ``args``."""
+    default_args: tuple[str, ...] = ()
+    """With ``default_command``: the first container's args, and then the command and these args are set
+    whenever it has no command (what it had as args replaced, as upstream's MPIJob v1 does)."""
     hostname: str | None = None
     subdomain: str | None = None
     dns_searches: tuple[str, ...] = ()
@@ -282,7 +339,9 @@ def decorate_pod_spec(spec: dict[str, Any], decoration: PodDecoration) -> None:
     """Add ``decoration`` to a pod spec in place: what both the operator's pods and local containers get."""
     containers = spec.get("containers") or [{}]
     main = containers[0]
-    if decoration.default_command and not main.get("command") and not main.get("args"):
+    if decoration.default_args and not main.get("command"):
+        main["command"], main["args"] = list(decoration.default_command), list(decoration.default_args)
+    elif decoration.default_command and not main.get("command") and not main.get("args"):
         main["command"] = list(decoration.default_command)
     if decoration.main_volume_mounts:
         main["volumeMounts"] = [*(main.get("volumeMounts") or []), *decoration.main_volume_mounts]

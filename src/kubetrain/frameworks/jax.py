@@ -26,6 +26,7 @@ class JAXFramework(StandardFramework[JAXJob]):
 
     model: ClassVar[type[JAXJob]] = JAXJob
     scheme_name: ClassVar[str] = "jaxjob"
+    deleted_job_reason: ClassVar[str] = "SuccessfulDeletePod"
     framework_label: ClassVar[str] = "jax"
     controller_name: ClassVar[str] = "jaxjob-controller"
     replica_types: ClassVar[tuple[str, ...]] = (WORKER,)

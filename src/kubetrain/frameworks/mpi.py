@@ -31,13 +31,14 @@ from kubetrain.api.validation import (
 )
 from kubetrain.frameworks.addressing import Addressing, replica_name
 from kubetrain.frameworks.base import (
+    Announcement,
     ConditionProposal,
     EnvVar,
     InitSettings,
     PodDecoration,
     StatusContext,
 )
-from kubetrain.frameworks.labels import APP_LABEL
+from kubetrain.frameworks.labels import APP_LABEL, REPLICA_INDEX_LABEL
 from kubetrain.frameworks.mpi_common import (
     CONFIG_MOUNT_PATH,
     DISCOVER_HOSTS,
@@ -69,6 +70,7 @@ class MPIFramework(MPIFrameworkBase[MPIJob]):
     model: ClassVar[type[MPIJob]] = MPIJob
     scheme_name: ClassVar[str] = "mpijob"
     controller_name: ClassVar[str] = "mpijob-controller"
+    companions_while_suspended: ClassVar[bool] = False
     config_file_modes: ClassVar[Mapping[str, int]] = {KUBEXEC: 0o555, HOSTFILE: 0o444, DISCOVER_HOSTS: 0o555}
 
     # --- defaulting ---------------------------------------------------------------------------
@@ -222,8 +224,31 @@ class MPIFramework(MPIFrameworkBase[MPIJob]):
         return PodDecoration(
             volumes=(config_volume(job, self.config_file_modes, (KUBEXEC,)),),
             main_volume_mounts=(config_mount(),),
-            default_command=("sleep", "365d"),
+            default_command=("sleep",),
+            default_args=("365d",),
         )
+
+    def replica_labels(self, job: MPIJob, replica_type: str, index: int) -> dict[str, str]:
+        """Upstream labels the launcher pod without a replica index (it is the only one)."""
+        labels = super().replica_labels(job, replica_type, index)
+        if replica_type == LAUNCHER:
+            del labels[REPLICA_INDEX_LABEL]
+        return labels
+
+    def replica_index_of(self, job: MPIJob, labels: Mapping[str, str]) -> int | None:
+        if self.replica_type_of(labels) == LAUNCHER and REPLICA_INDEX_LABEL not in labels:
+            return 0
+        return super().replica_index_of(job, labels)
+
+    def child_event(
+        self, job: MPIJob, replica_type: str, kind: str, name: str, action: str
+    ) -> tuple[str, str] | None:
+        """Upstream's MPIJob v1 controller creates its pods itself, in its own words."""
+        if action == "Create" and replica_type == LAUNCHER:
+            return "MPIJobRunning", f"launcher pod created success: {name}"
+        if action == "Create" and replica_type == WORKER:
+            return "SuccessfulCreatePod", f"Created worker pod: {name}"
+        return super().child_event(job, replica_type, kind, name, action)
 
     def companion_objects(self, job: MPIJob) -> list[dict[str, Any]]:
         """The launcher's identity: a ServiceAccount allowed to exec into exactly this job's workers."""
@@ -252,7 +277,7 @@ class MPIFramework(MPIFrameworkBase[MPIJob]):
                 "kind": "RoleBinding",
                 "metadata": {"name": name, "labels": labels},
                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-                "subjects": [{"kind": "ServiceAccount", "name": account}],
+                "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": job.namespace}],
             },
         ]
 
@@ -266,24 +291,30 @@ class MPIFramework(MPIFrameworkBase[MPIJob]):
         launchers = observed(context.replicas, LAUNCHER)
         launcher = launchers[0] if launchers else None
         if launcher is not None and launcher.phase == "Succeeded":
-            found.append(
-                ConditionProposal(
-                    ConditionType.SUCCEEDED, "MPIJobSucceeded", f"MPIJob {full_name} successfully completed."
-                )
-            )
+            message = f"MPIJob {full_name} successfully completed."
+            # Upstream's event reason joins the plural there (a slip kept, as events are what tools read).
+            event = Announcement("Normal", reason="mpijobsSucceeded")
+            found.append(ConditionProposal(ConditionType.SUCCEEDED, "MPIJobSucceeded", message, event))
         elif launcher is not None and launcher.phase == "Failed":
             reason = "MPIJobEvicted" if launcher.reason == "Evicted" else launcher.reason or "MPIJobFailed"
-            found.append(ConditionProposal(ConditionType.FAILED, reason, f"MPIJob {full_name} has failed"))
+            event = Announcement("Warning", reason=launcher.reason or "MPIJobFailed")
+            found.append(
+                ConditionProposal(ConditionType.FAILED, reason, f"MPIJob {full_name} has failed", event)
+            )
         workers = observed(context.replicas, WORKER)
         evicted = evicted_workers_message(workers)
         if evicted is not None:
-            found.append(ConditionProposal(ConditionType.FAILED, "MPIJobEvicted", evicted))
+            found.append(
+                ConditionProposal(ConditionType.FAILED, "MPIJobEvicted", evicted, Announcement("Warning"))
+            )
         if (
             launcher is not None
             and launcher.phase == "Running"
             and all(w.phase == "Running" for w in workers)
         ):
-            found.append(proposal(self.kind, ConditionType.RUNNING, f"MPIJob {full_name} is running."))
+            message = f"MPIJob {full_name} is running."
+            event = Announcement("Normal", message=f"MPIJob {full_name} is running")
+            found.append(ConditionProposal(ConditionType.RUNNING, f"{self.kind}Running", message, event))
         for replica_type in (t for t in self.replica_types if t in job.replica_specs):
             counted = counts(context, replica_type)
             if replica_type == LAUNCHER:

@@ -101,6 +101,7 @@ class MPIFrameworkBase(Framework[MPIJobT]):
     default_restart_policy: ClassVar[RestartPolicy] = RestartPolicy.NEVER
     env_target: ClassVar[EnvTarget] = EnvTarget.FIRST_CONTAINER
     per_replica_services: ClassVar[bool] = False
+    exit_code_events: ClassVar[bool] = False
     config_mount_path: ClassVar[str | None] = CONFIG_MOUNT_PATH
     local_root_env: ClassVar[Mapping[str, str]] = OPEN_MPI_ROOT_ENV
 

@@ -32,8 +32,10 @@ from kubetrain.api.validation import (
 )
 from kubetrain.frameworks.addressing import Addressing, replica_name
 from kubetrain.frameworks.base import (
+    Announcement,
     ConditionProposal,
     EnvVar,
+    EventStyle,
     PodDecoration,
     StatusContext,
 )
@@ -75,6 +77,9 @@ class MPIV2Framework(MPIFrameworkBase[MPIJobV2]):
     controller_name: ClassVar[str] = "mpi-operator"
     """The workers' default; the launcher defaults to ``OnFailure`` (its batch Job retries it)."""
     managed_by_self: ClassVar[str] = "kubeflow.org/mpi-operator"
+    event_style: ClassVar[EventStyle] = EventStyle.MPI_OPERATOR
+    event_source: ClassVar[str] = "mpi-job-controller"
+    counts_end_with: ClassVar[str | None] = LAUNCHER
     mpi_operator_gang: ClassVar[bool] = True
     config_file_modes: ClassVar[Mapping[str, int]] = {HOSTFILE: 0o444, DISCOVER_HOSTS: 0o555}
 
@@ -146,17 +151,15 @@ class MPIV2Framework(MPIFrameworkBase[MPIJobV2]):
     # --- roles, names, processes --------------------------------------------------------------
 
     def replica_labels(self, job: MPIJobV2, replica_type: str, index: int) -> dict[str, str]:
-        """mpi-operator's set: ``job-role`` launcher/worker, no replica-type; the launcher has an
-        index only when it is also a worker (it is rank host 0, workers shift by one)."""
+        """mpi-operator v0.6.0's set: ``job-role`` launcher/worker, no replica-type; a worker's index is
+        its own (also when the launcher is a worker too: it is first in the hostfile, not in the labels),
+        the launcher has none."""
         labels = job_labels(self.controller_name, job.name)
-        as_worker = bool(job.spec.run_launcher_as_worker)
         if replica_type == LAUNCHER:
             labels[JOB_ROLE_LABEL] = "launcher"
-            if as_worker:
-                labels[REPLICA_INDEX_LABEL] = "0"
         else:
             labels[JOB_ROLE_LABEL] = "worker"
-            labels[REPLICA_INDEX_LABEL] = str(index + 1 if as_worker else index)
+            labels[REPLICA_INDEX_LABEL] = str(index)
         return labels
 
     # --- env ----------------------------------------------------------------------------------
@@ -266,7 +269,6 @@ class MPIV2Framework(MPIFrameworkBase[MPIJobV2]):
                 "spec": {
                     "clusterIP": "None",
                     "selector": job_labels(self.controller_name, job.name),
-                    "publishNotReadyAddresses": bool(job.spec.run_launcher_as_worker),
                 },
             },
             {
@@ -296,19 +298,25 @@ class MPIV2Framework(MPIFrameworkBase[MPIJobV2]):
         waits = job.spec.launcher_creation_policy == LauncherCreationPolicy.WAIT_FOR_WORKERS_READY
         return WORKER if replica_type == LAUNCHER and waits else None
 
+    def child_event(
+        self, job: MPIJobV2, replica_type: str, kind: str, name: str, action: str
+    ) -> tuple[str, str] | None:
+        """The mpi-operator records no event for the pods, Service and Job it creates or deletes."""
+        return None
+
     def replica_type_of(self, labels: Mapping[str, str]) -> str | None:
         """v2beta1 pods carry no replica-type label: the job role says it."""
         return {"launcher": LAUNCHER, "worker": WORKER}.get(labels.get(JOB_ROLE_LABEL, ""))
 
     def replica_index_of(self, job: MPIJobV2, labels: Mapping[str, str]) -> int | None:
-        """The launcher is index 0; workers shift by one when the launcher is also a worker."""
+        """The launcher is index 0; a worker's index is its label's."""
         role = self.replica_type_of(labels)
         if role == LAUNCHER:
             return 0
         index = super().replica_index_of(job, labels)
         if role is None or index is None:
             return None
-        return index - 1 if job.spec.run_launcher_as_worker else index
+        return index
 
     # --- status -------------------------------------------------------------------------------
 
@@ -326,7 +334,9 @@ class MPIV2Framework(MPIFrameworkBase[MPIJobV2]):
         launcher = counts(context, LAUNCHER)
         if launcher.succeeded > 0:
             message = f"MPIJob {full_name} successfully completed."
-            return [ConditionProposal(ConditionType.SUCCEEDED, "MPIJobSucceeded", message)]
+            return [
+                ConditionProposal(ConditionType.SUCCEEDED, "MPIJobSucceeded", message, Announcement("Normal"))
+            ]
         found: list[ConditionProposal] = []
         failed = [p for p in observed(context.replicas, LAUNCHER) if p.phase == "Failed"]
         if LAUNCHER in context.retried_by_controller:
@@ -337,17 +347,20 @@ class MPIV2Framework(MPIFrameworkBase[MPIJobV2]):
         if final:
             reason = next((p.reason for p in failed if p.reason), None) or "MPIJobFailed"
             message = next((p.message for p in failed if p.message), None) or f"MPIJob {full_name} has failed"
-            found.append(ConditionProposal(ConditionType.FAILED, reason, message))
+            found.append(ConditionProposal(ConditionType.FAILED, reason, message, Announcement("Warning")))
         workers = observed(context.replicas, WORKER)
         evicted = evicted_workers_message(workers)
         if evicted is not None:
-            found.append(ConditionProposal(ConditionType.FAILED, "MPIJobEvicted", evicted))
+            found.append(
+                ConditionProposal(ConditionType.FAILED, "MPIJobEvicted", evicted, Announcement("Warning"))
+            )
         workers_running = context.colocated or (
             len(workers) == worker_count(job) and all(w.phase == "Running" for w in workers)
         )
         if not found and launcher.running > 0 and workers_running:
             message = f"MPIJob {full_name} is running."
-            found.append(ConditionProposal(ConditionType.RUNNING, "MPIJobRunning", message))
+            event = Announcement("Normal", message=f"MPIJob {full_name} is running")
+            found.append(ConditionProposal(ConditionType.RUNNING, "MPIJobRunning", message, event))
         return found
 
 

@@ -28,6 +28,7 @@ POD_IP_DUMMY: EnvVar = {"name": "POD_IP_DUMMY", "valueFrom": {"fieldRef": {"fiel
 class PaddleFramework(StandardFramework[PaddleJob]):
     model: ClassVar[type[PaddleJob]] = PaddleJob
     scheme_name: ClassVar[str] = "paddlejob"
+    deleted_job_reason: ClassVar[str] = "SuccessfulDeletePod"
     framework_label: ClassVar[str] = "paddle"
     controller_name: ClassVar[str] = "paddlejob-controller"
     replica_types: ClassVar[tuple[str, ...]] = (MASTER, WORKER)

@@ -51,6 +51,7 @@ def nproc_as_int(nproc_per_node: str | None) -> int:
 class PyTorchFramework(StandardFramework[PyTorchJob]):
     model: ClassVar[type[PyTorchJob]] = PyTorchJob
     scheme_name: ClassVar[str] = "pytorchjob"
+    deleted_job_reason: ClassVar[str] = "SuccessfulDeletePod"
     framework_label: ClassVar[str] = "pytorch"
     controller_name: ClassVar[str] = "pytorchjob-controller"
     replica_types: ClassVar[tuple[str, ...]] = (MASTER, WORKER)

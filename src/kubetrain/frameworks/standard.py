@@ -28,7 +28,7 @@ from kubetrain.api.validation import (
     required,
 )
 from kubetrain.frameworks.addressing import replica_name
-from kubetrain.frameworks.base import ConditionProposal, EnvVar, Framework, JobT, StatusContext
+from kubetrain.frameworks.base import Announcement, ConditionProposal, EnvVar, Framework, JobT, StatusContext
 
 V1_MANAGED_BY = ("kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue")
 """``runPolicy.managedBy`` values the training operator accepts (the first one means "reconcile")."""
@@ -88,9 +88,18 @@ def counts(context: StatusContext, replica_type: str) -> ReplicaCounts:
     )
 
 
+RECORDED: dict[ConditionType, Announcement] = {
+    ConditionType.SUCCEEDED: Announcement("Normal"),
+    ConditionType.FAILED: Announcement("Normal"),
+    ConditionType.RESTARTING: Announcement("Warning"),
+}
+"""The events upstream's status updates record with their conditions (``Running`` has none; ``Failed`` is
+a Normal event there)."""
+
+
 def proposal(kind: str, type_: ConditionType, message: str) -> ConditionProposal:
-    """A condition with upstream's ``<Kind><Type>`` reason (``PyTorchJobRunning``)."""
-    return ConditionProposal(type_, f"{kind}{type_.value}", message)
+    """A condition with upstream's ``<Kind><Type>`` reason (``PyTorchJobRunning``) and its event."""
+    return ConditionProposal(type_, f"{kind}{type_.value}", message, RECORDED.get(type_))
 
 
 def deciding_replica_rule(
@@ -231,4 +240,6 @@ def restart_only_on_exit_code(
         message = f"{kind} {name} is restarting because {counted.failed} {replica_type} replica(s) failed."
         return [proposal(kind, ConditionType.RESTARTING, message)]
     message = f"{kind} {name} is failed because {counted.failed} {replica_type} replica(s) failed."
-    return [ConditionProposal(ConditionType.FAILED, failed_reason or f"{kind}Failed", message)]
+    # MPI v1's condition reason doubles its prefix; its event's does not.
+    event = Announcement("Normal", reason=f"{kind}Failed")
+    return [ConditionProposal(ConditionType.FAILED, failed_reason or f"{kind}Failed", message, event)]

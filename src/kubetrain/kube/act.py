@@ -35,9 +35,8 @@ from kubetrain.engine.types import (
 )
 from kubetrain.frameworks.addressing import ClusterAddressing
 from kubetrain.frameworks.base import Autoscaling, Framework
-from kubetrain.frameworks.labels import job_labels
 from kubetrain.kube import ssh
-from kubetrain.kube.batch_jobs import suspension_patches
+from kubetrain.kube.batch_jobs import batch_job_template, suspension_patches
 from kubetrain.kube.events import EventRecord, EventRecorder
 from kubetrain.kube.metrics import OperatorMetrics
 from kubetrain.kube.render import (
@@ -91,13 +90,9 @@ def render_autoscaler(target: Target, spec: Autoscaling) -> dict[str, Any]:
     return {
         "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",
-        "metadata": {
-            "name": job.name,
-            "namespace": job.namespace,
-            # Labelled like the job's pods, so the operator's label-selected watch sees it.
-            "labels": job_labels(framework.controller_name, job.name),
-            "ownerReferences": [owner_reference(job)],
-        },
+        # No labels, as upstream's: the operator watches every HPA and keeps those its jobs own, so the
+        # HPA of a job upstream started is its own too after a switch.
+        "metadata": {"name": job.name, "namespace": job.namespace, "ownerReferences": [owner_reference(job)]},
         "spec": hpa_spec,
     }
 
@@ -192,9 +187,11 @@ class Actor:
         for finding in decision.findings:
             # On every reconcile while it holds: the recorder folds the repeats into one Event with a count.
             self._event(target, EventType.WARNING, finding.reason, finding.message)
-        if not decision.status.is_finished:
+        suspended = bool(target.job.run_policy.suspend)
+        if not decision.status.is_finished and (not suspended or target.framework.companions_while_suspended):
             # What the pods mount or run as must exist before them (MPIJob v1: RBAC and <job>-config).
             await self._guard(outcome, "ensure companions", self._ensure_companions(target))
+        if not decision.status.is_finished:
             await self._guard(outcome, "sync batch Job suspension", self._sync_batch_job_suspension(target))
         if self._ca is not None and any(isinstance(a, CreateReplica) for a in decision.actions):
             # Pods mount the CA (optionally: a failure here delays no pod, and is retried with the job).
@@ -244,10 +241,14 @@ class Actor:
         if framework.runs_as_batch_job(job, action.replica_type):
             collection = f"{BATCH_API}/namespaces/{job.namespace}/jobs"
             manifest = as_batch_job(job, rendered.manifest)
-            outcome.created += await self._create(key, collection, manifest, target, "Job", plan.name)
+            created = await self._create(
+                key, collection, manifest, target, "Job", action.replica_type, plan.name
+            )
+            outcome.created += created
             return
+        collection = f"/api/v1/namespaces/{job.namespace}/pods"
         created = await self._create(
-            key, f"/api/v1/namespaces/{job.namespace}/pods", rendered.manifest, target, "Pod", plan.name
+            key, collection, rendered.manifest, target, "Pod", action.replica_type, plan.name
         )
         outcome.created += created
 
@@ -256,13 +257,19 @@ class Actor:
         manifest = render_service(job, action.replica_type, action.index, framework)
         key = self._services_key(target, action.replica_type)
         name = manifest["metadata"]["name"]
-        created = await self._create(
-            key, f"/api/v1/namespaces/{job.namespace}/services", manifest, target, "Service", name
-        )
+        collection = f"/api/v1/namespaces/{job.namespace}/services"
+        created = await self._create(key, collection, manifest, target, "Service", action.replica_type, name)
         outcome.created += created
 
     async def _create(
-        self, key: str, collection: str, manifest: dict[str, Any], target: Target, kind: str, name: str
+        self,
+        key: str,
+        collection: str,
+        manifest: dict[str, Any],
+        target: Target,
+        kind: str,
+        replica_type: str,
+        name: str,
     ) -> int:
         self._expectations.expect_creations(key)
         try:
@@ -282,7 +289,7 @@ class Actor:
         except Exception:
             self._expectations.lower_on_error(key, creations=1)
             raise
-        self._event(target, EventType.NORMAL, f"SuccessfulCreate{kind}", f"Created {kind.lower()}: {name}")
+        self._child_event(target, replica_type, kind, name, "Create")
         return 1
 
     async def _delete_pod(self, target: Target, action: DeleteReplica, outcome: Outcome) -> None:
@@ -296,7 +303,7 @@ class Actor:
         if action.reason == "restart":
             self._job_metric(self._metrics.jobs_restarted, target)
         deleted = await self._delete(
-            self._pods_key(target, action.replica_type), path, target, "Pod", name, body
+            self._pods_key(target, action.replica_type), path, target, "Pod", action.replica_type, name, body
         )
         outcome.deleted += deleted
 
@@ -304,12 +311,24 @@ class Actor:
         name = target.framework.pod_name(target.job, action.replica_type, action.index)
         path = f"/api/v1/namespaces/{target.job.namespace}/services/{name}"
         deleted = await self._delete(
-            self._services_key(target, action.replica_type), path, target, "Service", name
+            self._services_key(target, action.replica_type),
+            path,
+            target,
+            "Service",
+            action.replica_type,
+            name,
         )
         outcome.deleted += deleted
 
     async def _delete(
-        self, key: str, path: str, target: Target, kind: str, name: str, body: dict[str, Any] | None = None
+        self,
+        key: str,
+        path: str,
+        target: Target,
+        kind: str,
+        replica_type: str,
+        name: str,
+        body: dict[str, Any] | None = None,
     ) -> int:
         self._expectations.expect_deletions(key)
         try:
@@ -325,7 +344,7 @@ class Actor:
         except Exception:
             self._expectations.lower_on_error(key, deletions=1)
             raise
-        self._event(target, EventType.NORMAL, f"SuccessfulDelete{kind}", f"Deleted {kind.lower()}: {name}")
+        self._child_event(target, replica_type, kind, name, "Delete")
         return 1
 
     # --- companions -----------------------------------------------------------------------------
@@ -386,7 +405,8 @@ class Actor:
         job, framework = target.job, target.framework
         for batch_job in target.batch_jobs:
             metadata = batch_job.get("metadata") or {}
-            labels = {str(k): str(v) for k, v in (metadata.get("labels") or {}).items()}
+            template_labels = (batch_job_template(batch_job).get("metadata") or {}).get("labels") or {}
+            labels = {str(k): str(v) for k, v in template_labels.items()}
             replica_type = framework.replica_type_of(labels)
             index = framework.replica_index_of(job, labels)
             if replica_type is None or index is None or replica_type not in job.replica_specs:
@@ -514,8 +534,13 @@ class Actor:
 
     # --- helpers --------------------------------------------------------------------------------
 
+    def _child_event(self, target: Target, replica_type: str, kind: str, name: str, action: str) -> None:
+        event = target.framework.child_event(target.job, replica_type, kind, name, action)
+        if event is not None:
+            self._event(target, EventType.NORMAL, *event)
+
     def _event(self, target: Target, type_: EventType, reason: str, message: str) -> None:
-        component = target.framework.controller_name
+        component = target.framework.event_source or target.framework.controller_name
         self._events.record(EventRecord(target.stored, str(type_), reason, message, component))
 
     def _job_metric(self, counter: Any, target: Target) -> None:

@@ -14,6 +14,12 @@ SCHEDULING_DIRECTIVES = ("nodeSelector", "tolerations", "schedulingGates")
 """What a queue (Kueue) may change in a suspended Job's pod template before it starts it."""
 
 
+def batch_job_template(batch_job: KubeObject) -> KubeObject:
+    """A batch Job's pod template: its labels say which replica the Job runs (the Job's own labels are only
+    ``app: <job>``, as the mpi-operator labels its launcher Job)."""
+    return dict((batch_job.get("spec") or {}).get("template") or {})
+
+
 def is_finished(batch_job: KubeObject) -> bool:
     conditions = (batch_job.get("status") or {}).get("conditions") or []
     return any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True" for c in conditions)

@@ -189,6 +189,8 @@ class JobController:
         pod_group = self._children.pod_groups.get(key) if gang and self._children.pod_groups else None
         autoscalers = self._children.autoscalers
         autoscaler = autoscalers.get(key) if autoscalers is not None else None
+        if autoscaler is not None and not _owned_by(autoscaler, uid):
+            autoscaler = None  # someone else's HPA of that name: never updated (creating one is refused)
         batch_jobs = self._children.batch_jobs.by_owner(uid) if self._children.batch_jobs else []
         runs = [(batch_job, self._children.pods.by_owner(_uid(batch_job))) for batch_job in batch_jobs]
         observation = observe(
@@ -260,6 +262,11 @@ class JobController:
 
 def _uid(obj: KubeObject) -> str:
     return str((obj.get("metadata") or {}).get("uid", ""))
+
+
+def _owned_by(obj: KubeObject, uid: str) -> bool:
+    references = (obj.get("metadata") or {}).get("ownerReferences") or ()
+    return any(r.get("controller") and r.get("uid") == uid for r in references)
 
 
 _VOLATILE_METADATA = ("resourceVersion", "managedFields")

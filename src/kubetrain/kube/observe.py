@@ -14,6 +14,7 @@ from typing import Any
 from kubetrain.api.jobs import TrainingJob
 from kubetrain.engine.types import Observation, ObservedContainer, ObservedReplica, Phase, PodGroupState
 from kubetrain.frameworks.base import Framework
+from kubetrain.kube.batch_jobs import batch_job_template
 from kubetrain.kube.render import SCHEDULER_PLUGINS_POD_GROUP_LABEL, VOLCANO_GROUP_NAME_ANNOTATION
 
 KubeObject = Mapping[str, Any]
@@ -334,7 +335,7 @@ def observe_batch_job(
     gains that pod's message); otherwise Running when one of its pods runs, else Pending. Its pods' own
     failures and restarts are the Job controller's to retry, so they are not reported.
     """
-    identity = replica_identity(batch_job, job, framework)
+    identity = replica_identity(batch_job_template(batch_job), job, framework)
     if identity is None:
         return None
     deletion = parse_time((batch_job.get("metadata") or {}).get("deletionTimestamp"))

@@ -30,6 +30,7 @@ from kubetrain.frameworks.addressing import ClusterAddressing
 from kubetrain.frameworks.base import Framework
 from kubetrain.frameworks.labels import OPERATOR_NAME_LABEL
 from kubetrain.kube.act import Actor, pod_group_collection
+from kubetrain.kube.batch_jobs import batch_job_template
 from kubetrain.kube.compact import compact_object, compact_pod, compact_service
 from kubetrain.kube.controller import ChildStores, JobController, child_routing
 from kubetrain.kube.events import EventRecorder
@@ -165,12 +166,15 @@ class Operator:
         autoscalers: Informer | None = None
         if any(f.scale_replica_type for f in settings.frameworks):
             if await self._served(collection_path(HorizontalPodAutoscaler, settings.namespace)):
-                autoscalers = self._informer(HorizontalPodAutoscaler, OPERATOR_NAME_LABEL)
+                # Unlabelled, as upstream makes them: all of them, few in any cluster.
+                autoscalers = self._informer(HorizontalPodAutoscaler)
             else:
                 log.warning("autoscaling/v2 is not served: elastic PyTorch jobs get no HPA")
         batch_jobs: Informer | None = None
         if any(_runs_batch_jobs(f) for f in settings.frameworks):
-            batch_jobs = self._informer(Job, OPERATOR_NAME_LABEL)
+            # Unselected, as the mpi-operator watches them: its launcher Job is labelled only `app: <job>`
+            # (kubetrain's too, since it makes the same Job), so the store keeps them by owner.
+            batch_jobs = self._informer(Job)
         children = ChildStores(
             pods.store,
             services.store,
@@ -225,7 +229,7 @@ class Operator:
         services.add_handler(lambda change: _route_child(change, "services", by_name))
         if batch_jobs is not None:
             # A batch Job stands for its replica's pod: its events settle that pod's expectations.
-            batch_jobs.add_handler(lambda change: _route_child(change, "pods", by_name))
+            batch_jobs.add_handler(lambda change: _route_batch_job(change, by_name))
         if pod_groups is not None:
             pod_groups.add_handler(lambda change: _route_owned(change, self.controllers))
         if autoscalers is not None:
@@ -396,6 +400,14 @@ def _route_child(change: ObjectChange, resource: str, by_name: dict[str, JobCont
     if routed is not None:
         controller, job_name, replica_type = routed
         controller.on_child_change(change, resource, job_name, replica_type)
+
+
+def _route_batch_job(change: ObjectChange, by_name: dict[str, JobController]) -> None:
+    """A batch Job belongs where its pod template's labels say (a Job of no training job is ignored)."""
+    routed = child_routing(batch_job_template(change.object), by_name)
+    if routed is not None:
+        controller, job_name, replica_type = routed
+        controller.on_child_change(change, "pods", job_name, replica_type)
 
 
 def _route_owned(change: ObjectChange, controllers: list[JobController]) -> None:

@@ -131,9 +131,14 @@ def render_pod(
 
 
 def as_batch_job(job: TrainingJob, pod: dict[str, Any]) -> dict[str, Any]:
-    """A ``batch/v1`` Job running ``pod`` once, with the job's run policy (MPI v2beta1 launcher)."""
+    """A ``batch/v1`` Job running ``pod`` once, with the job's run policy (MPI v2beta1's launcher), as the
+    mpi-operator makes it: labelled ``app: <job>`` only (the pod's labels are on its template), the pod
+    replacement policy left to the API's default, and the job's ownerReference in the template's metadata
+    too (the Job controller copies only labels and annotations from it to the pod)."""
     policy = job.run_policy
-    pod_metadata = {k: v for k, v in pod["metadata"].items() if k in ("labels", "annotations")}
+    pod_metadata = {
+        k: v for k, v in pod["metadata"].items() if k in ("labels", "annotations", "ownerReferences")
+    }
     spec: dict[str, Any] = {"template": {"metadata": pod_metadata, "spec": pod["spec"]}}
     for name, value in (
         ("ttlSecondsAfterFinished", policy.ttl_seconds_after_finished),
@@ -142,10 +147,10 @@ def as_batch_job(job: TrainingJob, pod: dict[str, Any]) -> dict[str, Any]:
     ):
         if value is not None:
             spec[name] = value
-    spec["podReplacementPolicy"] = "Failed"
     if policy.suspend:
         spec["suspend"] = True
-    metadata = {k: pod["metadata"][k] for k in ("name", "namespace", "labels", "ownerReferences")}
+    metadata = {k: pod["metadata"][k] for k in ("name", "namespace", "ownerReferences")}
+    metadata["labels"] = {APP_LABEL: job.name}
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": spec}
 
 

@@ -143,6 +143,8 @@ class LocalRun:
         self._replaced: dict[ReplicaKey, tuple[int, list[int]]] = {}
         """Per replica, the restarts and exit codes of processes already deleted (ExitCode restarts)."""
         self._changed = asyncio.Event()
+        self._observed: Observation | None = None
+        """What the last reconcile observed."""
         self._interrupts = 0
         self.stopped_by: signal.Signals | None = None
         """The signal that interrupted the run (SIGINT for Ctrl-C, SIGTERM)."""
@@ -201,7 +203,10 @@ class LocalRun:
             observation = Observation(replicas=tuple(p.observe() for p in self.processes.values()))
             decision = reconcile(self.job, observation, datetime.now(UTC), self.traits)
             self.job = self.job.with_status(decision.status)
-            await self._carry_out(decision.actions)
+            # An operator reconciles when something changes; this loop also wakes on a timer, and an event
+            # the engine repeats while a state lasts (a replica's exit code) counts only when it changed.
+            changed, self._observed = observation != self._observed, observation
+            await self._carry_out(decision.actions, count_repeats=changed)
             self._diagnosed(decision.findings, decision.actions)
             self._record(finished=False)
             self.display.status(self._snapshot())
@@ -222,14 +227,14 @@ class LocalRun:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), max(timeout, 0.01))
 
-    async def _carry_out(self, actions: tuple[Action, ...]) -> None:
+    async def _carry_out(self, actions: tuple[Action, ...], *, count_repeats: bool = True) -> None:
         deletions = [a for a in actions if isinstance(a, DeleteReplica)]
         await asyncio.gather(*(self._delete(a.replica_type, a.index, a.reason) for a in deletions))
         for action in actions:
             if isinstance(action, CreateReplica):
                 await self._create(action.replica_type, action.index)
             elif isinstance(action, EmitEvent):
-                self._event(action)
+                self._event(action, count_repeat=count_repeats)
             # Services, PodGroups and TTL deletion have no local counterpart.
 
     async def _create(self, replica_type: str, index: int) -> None:
@@ -254,11 +259,14 @@ class LocalRun:
                 codes + process.state.history,
             )
 
-    def _event(self, event: EmitEvent) -> None:
+    def _event(self, event: EmitEvent, *, count_repeat: bool = True) -> None:
         """Kept as a cluster keeps Events: stamped with when it last happened, and a repeat of one already
-        kept (the engine says some on every reconcile) folded into it with a count."""
+        kept (the engine says some on every reconcile) folded into it with a count, unless
+        ``count_repeat`` is False."""
         key = {"type": str(event.type), "reason": event.reason, "message": event.message}
         earlier = next((e for e in self.events if all(e.get(k) == v for k, v in key.items())), None)
+        if earlier is not None and not count_repeat:
+            return
         count = int(earlier.get("count", 1)) + 1 if earlier is not None else 1
         kept = [e for e in self.events if e is not earlier]
         self.events = [*kept, {**key, "count": count, "lastTimestamp": wire_time(time.time())}][-KEPT_EVENTS:]

@@ -90,6 +90,7 @@ def test_mpijob_v2beta1_objects_have_upstreams_names_labels_volumes_and_env(
     launcher_job = eventually(lambda: batch_job(kube_api, namespace, "pi-launcher"), what="launcher Job")
     assert launcher_job["spec"]["backoffLimit"] == 3
     assert launcher_job["metadata"]["ownerReferences"][0]["kind"] == KIND
+    assert launcher_job["metadata"]["labels"] == {"app": "pi"}  # as the mpi-operator labels it
     launcher = eventually(lambda: launcher_pod(kube_api, namespace, "pi"), what="launcher pod")
     labels = launcher["metadata"]["labels"]
     assert labels["training.kubeflow.org/job-role"] == "launcher"

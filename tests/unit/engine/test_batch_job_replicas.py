@@ -133,3 +133,19 @@ def test_a_running_launcher_with_failed_attempts_counts_them_but_keeps_running()
     assert decision.status.replica_statuses["Launcher"].active == 1
     assert not decision.status.is_true(ConditionType.FAILED)
     assert decision.status.is_true(ConditionType.RUNNING)
+
+
+def test_the_launcher_is_listed_in_replica_statuses_once_it_exists() -> None:
+    waiting = _mpijob(launcherCreationPolicy="WaitForWorkersReady")
+    status = _decide(waiting, observe(replica("Worker", 0, Phase.PENDING))).status
+    assert "Launcher" not in status.replica_statuses and "Worker" in status.replica_statuses
+
+
+def test_workers_are_no_longer_counted_once_the_launcher_ended() -> None:
+    # As the mpi-operator: it lists the workers only while its launcher Job has not finished.
+    ended = observe(
+        replica("Launcher", 0, Phase.SUCCEEDED), *[replica("Worker", i, Phase.SUCCEEDED) for i in range(2)]
+    )
+    status = _decide(_mpijob(), ended).status
+    assert status.replica_statuses["Worker"].succeeded == 0
+    assert status.replica_statuses["Launcher"].succeeded == 1

@@ -26,7 +26,10 @@ def test_created_condition_on_first_sight_with_upstream_message() -> None:
     assert created.status == ConditionStatus.TRUE
     assert created.reason == "ToyJobCreated"
     assert created.message == "ToyJob mnist is created."
-    assert "ToyJobCreated" in event_reasons(decision)
+
+
+def test_created_records_no_event_as_the_training_operator_records_none() -> None:
+    assert "ToyJobCreated" not in event_reasons(decide(toy_job(name="mnist")))
 
 
 def test_created_is_not_added_twice() -> None:
@@ -194,11 +197,11 @@ def test_start_time_is_kept_afterwards() -> None:
     assert later.status.start_time == NOW
 
 
-def test_framework_status_rules_set_running_with_an_event() -> None:
+def test_framework_status_rules_set_running_without_an_event_as_the_rule_records_none() -> None:
     job = toy_job()
     decision = decide(job, everything_running(job))
     assert decision.status.is_true(ConditionType.RUNNING)
-    assert "ToyJobRunning" in event_reasons(decision)
+    assert "ToyJobRunning" not in event_reasons(decision)
 
 
 def test_an_unchanged_condition_emits_no_event() -> None:

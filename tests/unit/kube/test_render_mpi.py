@@ -30,7 +30,14 @@ def _pod(mpijob: TrainingJob, replica_type: str, index: int = 0) -> dict[str, An
 
 
 def test_v1_workers_without_a_command_sleep_so_the_launcher_can_exec_into_them() -> None:
-    assert _pod(_v1(), "Worker")["spec"]["containers"][0]["command"] == ["sleep", "365d"]
+    container = _pod(_v1(), "Worker")["spec"]["containers"][0]
+    assert (container["command"], container["args"]) == (["sleep"], ["365d"])
+
+
+def test_v1_workers_without_a_command_sleep_whatever_args_they_had_as_upstream_does() -> None:
+    mpijob = _v1(containers=[container("mpi", args=["--verbose"])])
+    main = _pod(mpijob, "Worker")["spec"]["containers"][0]
+    assert (main["command"], main["args"]) == (["sleep"], ["365d"])
 
 
 def test_v1_workers_mount_only_kubexec_from_the_config_map() -> None:
@@ -65,10 +72,15 @@ def test_v2_ssh_keys_are_mode_0600_only_under_root_ssh() -> None:
     assert "defaultMode" not in custom
 
 
-def test_v2_worker_index_shifts_by_one_when_the_launcher_is_also_a_worker() -> None:
+def test_v2_worker_index_is_its_own_when_the_launcher_is_also_a_worker() -> None:
     labels = _pod(_v2(runLauncherAsWorker=True), "Worker", 0)["metadata"]["labels"]
-    assert labels["training.kubeflow.org/replica-index"] == "1"
+    assert labels["training.kubeflow.org/replica-index"] == "0"  # as mpi-operator v0.6.0 labels it
     assert "training.kubeflow.org/replica-type" not in labels
+
+
+def test_v2_launcher_has_no_index_also_when_it_is_a_worker() -> None:
+    labels = _pod(_v2(runLauncherAsWorker=True), "Launcher")["metadata"]["labels"]
+    assert "training.kubeflow.org/replica-index" not in labels
 
 
 def test_v2_launcher_is_a_batch_job_carrying_the_run_policy() -> None:
@@ -77,7 +89,15 @@ def test_v2_launcher_is_a_batch_job_carrying_the_run_policy() -> None:
     assert launcher["metadata"]["name"] == "pi-launcher"
     assert launcher["spec"]["backoffLimit"] == 3
     assert launcher["spec"]["activeDeadlineSeconds"] == 600
-    assert launcher["spec"]["podReplacementPolicy"] == "Failed"
+
+
+def test_v2_launcher_job_is_labelled_and_owned_as_the_mpi_operator_makes_it() -> None:
+    launcher = next(o for o in kubernetes_plan(_v2()) if o["kind"] == "Job")
+    assert launcher["metadata"]["labels"] == {"app": "pi"}
+    assert "podReplacementPolicy" not in launcher["spec"]  # the API's default, TerminatingOrFailed
+    template = launcher["spec"]["template"]["metadata"]
+    assert template["ownerReferences"] == launcher["metadata"]["ownerReferences"]
+    assert template["labels"]["training.kubeflow.org/job-role"] == "launcher"
 
 
 def test_v2_ssh_secret_is_requested_empty_for_the_substrate_to_fill() -> None:

@@ -28,7 +28,8 @@ from kubetrain.kube.status.injection import (
 ROOT = Path(__file__).resolve().parents[3]
 GOLDEN = Path(__file__).parent / "golden" / "plans-status-endpoint-off.json"
 """Every example's plan (and an MPIJob v1's), with each gang setting, as the renderer wrote them before the
-status endpoint existed (commit 80758ee): what "identical to upstream's pods" is held to."""
+status endpoint existed (commit 80758ee), with the MPIJob v1's pods and RoleBinding since made as upstream's
+(the conformance tier): what "identical to upstream's pods" is held to."""
 ENDPOINT = StatusInjection(base_url="https://training-operator-status.kubeflow.svc:8443")
 ADDRESSING = ClusterAddressing()
 MPI_V1: dict[str, Any] = {

@@ -7,8 +7,9 @@ import httpx2
 from builders import job
 from kubetrain.api.common import JobStatus
 from kubetrain.engine.types import CreateReplica, Decision, DeleteReplica
+from kubetrain.frameworks.base import Autoscaling
 from kubetrain.frameworks.registry import framework_for
-from kubetrain.kube.act import Actor, Target
+from kubetrain.kube.act import Actor, Target, render_autoscaler
 from kubetrain.kube.events import EventRecorder
 from kubetrain.kube.metrics import OperatorMetrics
 from kubetrain.kube.render import RenderSettings
@@ -118,3 +119,13 @@ async def test_a_creation_answered_already_exists_expects_nothing_more() -> None
     outcome = await actor(api, expectations).carry_out(target(), decision)
     assert expectations.satisfied(expectation_key(KEY, "Worker", "pods"))
     assert (outcome.created, outcome.errors) == (0, [])
+
+
+def test_an_hpa_carries_no_labels_as_upstreams_and_is_owned_by_its_job() -> None:
+    """The operator watches every HPA and keeps the ones its jobs own: one upstream made before a switch is
+    found as well as its own."""
+    hpa = render_autoscaler(target(), Autoscaling(1, 4, ({"type": "Resource"},)))
+    assert "labels" not in hpa["metadata"]
+    assert [(r["kind"], r["name"], r["controller"]) for r in hpa["metadata"]["ownerReferences"]] == [
+        ("PyTorchJob", "j", True)
+    ]

@@ -43,9 +43,10 @@ async def _carry_out(target: Target, *actions: CreateReplica) -> list[tuple[str,
 
 def _launcher_job(suspend: bool, start_time: str | None = None) -> dict[str, Any]:
     status = {"startTime": start_time} if start_time else {}
-    labels = {"training.kubeflow.org/job-role": "launcher"}
-    metadata = {"name": "pi-launcher", "labels": labels}
-    return {"metadata": metadata, "spec": {"suspend": suspend}, "status": status}
+    # As the mpi-operator labels it: `app` on the Job, the replica's labels on its pod template.
+    template = {"metadata": {"labels": {"training.kubeflow.org/job-role": "launcher"}}}
+    metadata = {"name": "pi-launcher", "labels": {"app": "pi"}}
+    return {"metadata": metadata, "spec": {"suspend": suspend, "template": template}, "status": status}
 
 
 async def test_the_launcher_is_created_as_a_batch_job_with_the_run_policy() -> None:

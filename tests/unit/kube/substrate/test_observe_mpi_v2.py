@@ -32,7 +32,14 @@ def launcher_pod(phase: str, created: str = "2026-01-01T00:00:00Z", **status: An
 
 
 def batch_job(*conditions: dict[str, str]) -> dict[str, Any]:
-    return labelled("launcher", status={"conditions": list(conditions)})
+    """A launcher Job as the mpi-operator makes it: ``app: <job>`` on it, the replica's labels on its
+    pod template."""
+    template = labelled("launcher")
+    return {
+        "metadata": {"labels": {"app": "pi"}, "name": "pi-launcher"},
+        "spec": {"template": {"metadata": template["metadata"]}},
+        "status": {"conditions": list(conditions)},
+    }
 
 
 def test_a_worker_pod_is_identified_by_its_job_role_and_index() -> None:
@@ -40,9 +47,10 @@ def test_a_worker_pod_is_identified_by_its_job_role_and_index() -> None:
     assert replica is not None and (replica.replica_type, replica.index) == ("Worker", 1)
 
 
-def test_worker_indices_shift_back_by_one_when_the_launcher_is_a_worker() -> None:
+def test_worker_indices_are_their_labels_also_when_the_launcher_is_a_worker() -> None:
+    # mpi-operator v0.6.0 labels worker-1 with index 1 whether or not the launcher is a worker too.
     replica = observe_pod(labelled("worker", "1", status={"phase": "Running"}), AS_WORKER, FRAMEWORK)
-    assert replica is not None and (replica.replica_type, replica.index) == ("Worker", 0)
+    assert replica is not None and (replica.replica_type, replica.index) == ("Worker", 1)
 
 
 def test_a_complete_launcher_job_is_a_succeeded_launcher() -> None:

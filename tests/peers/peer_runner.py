@@ -1,0 +1,501 @@
+"""One conformance case on one side: an operator's namespace on the envtest, the job, its steps, a snapshot.
+
+Each side gets the same manifest (under the same name) and the same steps: the pod driver plays the kubelet
+for both alike, and after each step the side must have *settled* (nothing about the job changed for
+``QUIET_SECONDS``: its status, pods and events; for kubetrain also nothing queued), so both operators react
+to the same states. Then the side's snapshot (``kubetrain.envtest.conformance.Snapshot``) is taken; the
+peer's and kubetrain's are compared field by field. A step one side cannot take (the pod it needs never
+came) is a difference too.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx
+
+from kubetrain.envtest.conformance import (
+    WHOLE,
+    Comparison,
+    Difference,
+    Snapshot,
+    compare,
+    mark_spam_filtered,
+    recorded_events,
+)
+from kubetrain.envtest.kubeapi import ApiError, KubeApi, KubeObject
+from kubetrain.envtest.peers import free_port
+from kubetrain.envtest.poddriver import PodDriver
+
+KUBETRAIN = Path(sys.executable).parent / "kubetrain"
+QUIET_SECONDS = float(os.environ.get("KUBETRAIN_PEERS_QUIET_SECONDS", "0.6"))
+"""How long nothing about a job may change before a side counts as settled. Both operators react to a
+change within tens of milliseconds on an idle machine; the margin is for a loaded one."""
+DUMP = Path(os.environ["KUBETRAIN_PEERS_DUMP"]) if os.environ.get("KUBETRAIN_PEERS_DUMP") else None
+"""Where to write each side's snapshot as JSON, to read what differs in full."""
+POLL_SECONDS = 0.2
+SETTLE_TIMEOUT = 60.0
+AWAIT_TIMEOUT = 30.0
+POD_TIMEOUT = 30.0
+
+JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
+REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
+JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
+
+PLURALS = {
+    "PyTorchJob": "pytorchjobs",
+    "TFJob": "tfjobs",
+    "XGBoostJob": "xgboostjobs",
+    "PaddleJob": "paddlejobs",
+    "JAXJob": "jaxjobs",
+    "MXJob": "mxjobs",
+    "MPIJob": "mpijobs",
+}
+
+CHILD_COLLECTIONS: tuple[tuple[str, str, str], ...] = (
+    ("/api/v1", "pods", "Pod"),
+    ("/api/v1", "services", "Service"),
+    ("/api/v1", "configmaps", "ConfigMap"),
+    ("/api/v1", "secrets", "Secret"),
+    ("/api/v1", "serviceaccounts", "ServiceAccount"),
+    ("/apis/rbac.authorization.k8s.io/v1", "roles", "Role"),
+    ("/apis/rbac.authorization.k8s.io/v1", "rolebindings", "RoleBinding"),
+    ("/apis/batch/v1", "jobs", "Job"),
+    ("/apis/autoscaling/v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler"),
+)
+"""Every kind of object either operator makes for a job (PodGroups only with gang scheduling: not run)."""
+
+
+def replica_specs(manifest: KubeObject) -> dict[str, Any]:
+    spec = manifest["spec"]
+    return next(v for k, v in spec.items() if k.endswith("ReplicaSpecs"))
+
+
+# --- the two sides -----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Side:
+    """One operator's namespace, and the case's job in it."""
+
+    name: str
+    """Whose namespace: ``training-operator``, ``mpi-operator``, ``kubetrain``, ``kubetrain+endpoint``."""
+    api: KubeApi
+    driver: PodDriver
+    namespace: str
+    manifest: KubeObject = field(default_factory=dict)
+    idle: Callable[[], bool] = lambda: True
+    """Whether the operator has nothing queued or under way that the API does not show yet (work queues
+    empty, no worker busy, no event waiting to be sent)."""
+    activity: Callable[[str, str], int] = lambda namespace, name: 0
+    """How many reconciles of the job (namespace, name) the operator finished so far, where only its log
+    says (the mpi-operator exposes no work-queue metrics)."""
+    events_recorded: Callable[[str], int | None] = lambda uid: None
+    """How many events the operator recorded about the object ``uid``, repeats included, where its log says
+    (a peer's recorder may have dropped some of them); None where it does not say."""
+    job_uid: str | None = None
+    failure: str | None = None
+    """Why the last step could not be taken here (the steps after it are skipped)."""
+
+    @property
+    def kind(self) -> str:
+        return str(self.manifest["kind"])
+
+    @property
+    def job_name(self) -> str:
+        return str(self.manifest["metadata"]["name"])
+
+    @property
+    def job_path(self) -> str:
+        group = f"/apis/{self.manifest['apiVersion']}/namespaces/{self.namespace}"
+        return f"{group}/{PLURALS[self.kind]}/{self.job_name}"
+
+    def create(self, manifest: KubeObject) -> None:
+        self.manifest = copy.deepcopy(manifest)
+        self.manifest["metadata"] = {**self.manifest["metadata"], "namespace": self.namespace}
+        collection = self.job_path.rsplit("/", 1)[0]
+        self.job_uid = self.api.create(collection, self.manifest)["metadata"]["uid"]
+
+    def job(self) -> KubeObject | None:
+        return self.api.get_or_none(self.job_path)
+
+    def children(self) -> list[KubeObject]:
+        """Every object in the namespace that the job owns, directly or through another (the launcher Job's
+        pod), with its kind and apiVersion (a list's items have neither)."""
+        everything: list[KubeObject] = []
+        for prefix, plural, kind in CHILD_COLLECTIONS:
+            try:
+                items = self.api.get(f"{prefix}/namespaces/{self.namespace}/{plural}")["items"]
+            except ApiError as error:
+                if error.code == 404:
+                    continue
+                raise
+            api_version = prefix.removeprefix("/api/").removeprefix("/apis/")
+            everything.extend({"apiVersion": api_version, "kind": kind, **item} for item in items)
+        owned = {self.job_uid}
+        children: list[KubeObject] = []
+        grew = True
+        while grew:
+            grew = False
+            for obj in everything:
+                uid = obj["metadata"]["uid"]
+                owners = {o.get("uid") for o in obj["metadata"].get("ownerReferences") or []}
+                if uid not in owned and owners & owned:
+                    owned.add(uid)
+                    children.append(obj)
+                    grew = True
+        return sorted(children, key=lambda o: (o["kind"], o["metadata"]["name"]))
+
+    def events(self) -> list[KubeObject]:
+        """The events about the job (whoever recorded them)."""
+        items = self.api.get(f"/api/v1/namespaces/{self.namespace}/events")["items"]
+        return [e for e in items if (e.get("involvedObject") or {}).get("uid") == self.job_uid]
+
+    def fingerprint(self) -> str:
+        """The job, its pods and its events as they are now, and the operator's reconciles of it where they
+        are counted: what every change a step causes touches (read with selectors, as other cases run in
+        the namespace at the same time)."""
+        job = self.job()
+        pods = self.api.get(
+            f"/api/v1/namespaces/{self.namespace}/pods",
+            {"labelSelector": f"{JOB_NAME_LABEL}={self.job_name}"},
+        )["items"]
+        events = self.api.get(
+            f"/api/v1/namespaces/{self.namespace}/events",
+            {"fieldSelector": f"involvedObject.uid={self.job_uid}"},
+        )["items"]
+        state = [
+            self.activity(self.namespace, self.job_name),
+            (job or {}).get("metadata", {}).get("resourceVersion"),
+            sorted((p["metadata"]["name"], p["metadata"]["resourceVersion"]) for p in pods),
+            sorted((e["metadata"]["name"], e.get("count")) for e in events),
+        ]
+        return hashlib.sha256(json.dumps(state).encode()).hexdigest()
+
+    def settle(self, quiet: float = QUIET_SECONDS, timeout: float = SETTLE_TIMEOUT) -> None:
+        """Until nothing about the job changed for ``quiet`` seconds (or ``timeout``: a job that never rests
+        is compared as it is then)."""
+        deadline = time.monotonic() + timeout
+        last, since = self.fingerprint(), time.monotonic()
+        while time.monotonic() < deadline:
+            time.sleep(POLL_SECONDS)
+            current = self.fingerprint()
+            if current != last or not self.idle():
+                last, since = current, time.monotonic()
+            elif time.monotonic() - since >= quiet:
+                return
+
+    def snapshot(self) -> Snapshot:
+        children = self.children()
+        replacements = [(self.namespace, "$NAMESPACE")]
+        if self.job_uid:
+            replacements.append((self.job_uid, "$JOB_UID"))
+        for child in children:
+            metadata = child["metadata"]
+            replacements.append((metadata["uid"], f"$UID({child['kind']} {metadata['name']})"))
+        return Snapshot.of(self.job(), children, self.events(), replacements)
+
+    # --- what steps do ---
+
+    def pods(self, replica_type: str) -> list[KubeObject]:
+        """The live pods of ``replica_type`` (a v2beta1 MPIJob's say it as their ``job-role``)."""
+        role = JOB_ROLE_LABEL if self.manifest["apiVersion"].endswith("/v2beta1") else REPLICA_TYPE_LABEL
+        selector = f"{JOB_NAME_LABEL}={self.job_name},{role}={replica_type.lower()}"
+        items = self.api.get(f"/api/v1/namespaces/{self.namespace}/pods", {"labelSelector": selector})[
+            "items"
+        ]
+        return [p for p in items if not p["metadata"].get("deletionTimestamp")]
+
+    def pod(self, replica_type: str, index: int, timeout: float = POD_TIMEOUT) -> KubeObject:
+        """The live pod of that replica (a launcher Job's pod has no index: it is index 0)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for pod in self.pods(replica_type):
+                if int(pod["metadata"].get("labels", {}).get(REPLICA_INDEX_LABEL, "0")) == index:
+                    return pod
+            if time.monotonic() > deadline:
+                raise StepError(f"no pod of {replica_type} {index} within {timeout:.0f} s")
+            time.sleep(POLL_SECONDS)
+
+    def replicas(self, replica_type: str) -> int:
+        specs = {k.lower(): v for k, v in replica_specs(self.manifest).items()}
+        return int(specs[replica_type.lower()].get("replicas", 1))
+
+    def condition(self, type_: str) -> bool:
+        job = self.job() or {}
+        conditions = (job.get("status") or {}).get("conditions") or []
+        return any(c["type"] == type_ and c["status"] == "True" for c in conditions)
+
+
+class StepError(RuntimeError):
+    """A step this side could not take."""
+
+
+# --- steps -------------------------------------------------------------------------------------------------
+
+
+class Step(Protocol):
+    def apply(self, side: Side) -> None: ...
+
+
+def _indices(side: Side, replica_type: str, indices: tuple[int, ...] | None) -> tuple[int, ...]:
+    return indices if indices is not None else tuple(range(side.replicas(replica_type)))
+
+
+@dataclass(frozen=True)
+class Run:
+    """The replicas' pods Running and Ready (all of the type when no indices are given)."""
+
+    replica_type: str
+    indices: tuple[int, ...] | None = None
+
+    def apply(self, side: Side) -> None:
+        for index in _indices(side, self.replica_type, self.indices):
+            side.driver.run(side.pod(self.replica_type, index))
+
+    def __str__(self) -> str:
+        return f"run {self.replica_type} {_which(self.indices)}"
+
+
+@dataclass(frozen=True)
+class Succeed:
+    replica_type: str
+    indices: tuple[int, ...] | None = None
+
+    def apply(self, side: Side) -> None:
+        for index in _indices(side, self.replica_type, self.indices):
+            side.driver.succeed(side.pod(self.replica_type, index))
+
+    def __str__(self) -> str:
+        return f"{self.replica_type} {_which(self.indices)} exit 0"
+
+
+@dataclass(frozen=True)
+class Fail:
+    """The pod Failed: its containers exited with ``exit_code`` (what a kubelet reports under Never)."""
+
+    replica_type: str
+    index: int = 0
+    exit_code: int = 1
+
+    def apply(self, side: Side) -> None:
+        side.driver.fail(side.pod(self.replica_type, self.index), self.exit_code)
+
+    def __str__(self) -> str:
+        return f"{self.replica_type} {self.index} fails with exit code {self.exit_code}"
+
+
+@dataclass(frozen=True)
+class RestartInPlace:
+    """The container exited with ``exit_code`` and the kubelet restarted it (OnFailure, Always)."""
+
+    replica_type: str
+    index: int = 0
+    exit_code: int = 1
+
+    def apply(self, side: Side) -> None:
+        side.driver.restart(side.pod(self.replica_type, self.index), self.exit_code)
+
+    def __str__(self) -> str:
+        return f"{self.replica_type} {self.index} restarted in place after exit code {self.exit_code}"
+
+
+@dataclass(frozen=True)
+class Patch:
+    """A merge patch of the job (``{"spec": {"runPolicy": {"suspend": true}}}``)."""
+
+    body: KubeObject
+    what: str
+
+    def apply(self, side: Side) -> None:
+        side.api.patch(side.job_path, self.body)
+
+    def __str__(self) -> str:
+        return self.what
+
+
+@dataclass(frozen=True)
+class Await:
+    """Until the job has the condition True; a side that never gets it is compared as it is."""
+
+    condition: str
+    timeout: float = AWAIT_TIMEOUT
+
+    def apply(self, side: Side) -> None:
+        deadline = time.monotonic() + self.timeout
+        while not side.condition(self.condition) and time.monotonic() < deadline:
+            time.sleep(POLL_SECONDS)
+
+    def __str__(self) -> str:
+        return f"await {self.condition}"
+
+
+@dataclass(frozen=True)
+class AwaitDeleted:
+    """Until the job is gone (its TTL)."""
+
+    timeout: float = AWAIT_TIMEOUT
+
+    def apply(self, side: Side) -> None:
+        deadline = time.monotonic() + self.timeout
+        while side.job() is not None and time.monotonic() < deadline:
+            time.sleep(POLL_SECONDS)
+
+    def __str__(self) -> str:
+        return "await the job's deletion"
+
+
+def _which(indices: tuple[int, ...] | None) -> str:
+    return "all" if indices is None else ",".join(map(str, indices))
+
+
+# --- a case ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    manifest: KubeObject
+    steps: tuple[Step, ...] = ()
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one operator made of a case."""
+
+    snapshot: Snapshot
+    failure: str | None
+    """The step it could not take, if any (the steps after it were skipped)."""
+    events_dropped: bool = False
+    """The operator recorded more events about the job than reached the API (client-go's spam filter)."""
+
+
+def run_on(case: Case, side: Side, *, clean_up_after: bool = False) -> Outcome:
+    """The case on one side: its job created, each step taken and the side settled after it, then its
+    snapshot. ``clean_up_after``: the job deleted (and its pods gone) afterwards, for a case of the same
+    name to follow; else it stays until its namespace goes."""
+    side.create(case.manifest)
+    try:
+        Await("Created").apply(side)
+        side.settle()
+        failure = None
+        for step in case.steps:
+            try:
+                step.apply(side)
+            except Exception as error:  # any failure is this side's: recorded, compared
+                failure = f"{step}: {error}"
+                break
+            side.settle()
+        snapshot = side.snapshot()
+        recorded = side.events_recorded(side.job_uid or "")
+        dropped = recorded is not None and recorded > recorded_events(snapshot.objects)
+        if DUMP is not None:
+            DUMP.mkdir(parents=True, exist_ok=True)
+            text = json.dumps(snapshot.objects, indent=1, default=repr)
+            (DUMP / f"{case.name}.{side.name}.json").write_text(text)
+        return Outcome(snapshot, failure, dropped)
+    finally:
+        if clean_up_after:
+            clean_up(side)
+
+
+def compare_outcomes(case: str, peer: Outcome, kubetrain: Outcome, *, peer_drops_events: bool) -> Comparison:
+    """The two snapshots field by field; a step only one side could take is a difference too. Where the peer
+    (``peer_drops_events``) dropped some of its events, the differences that explains are marked."""
+    result = compare(case, peer.snapshot.objects, kubetrain.snapshot.objects)
+    if peer_drops_events and peer.events_dropped:
+        result = mark_spam_filtered(result)
+    if peer.failure or kubetrain.failure:
+        result.differences.append(Difference(case, "Steps", WHOLE, peer.failure, kubetrain.failure))
+    return result
+
+
+def clean_up(side: Side, timeout: float = 60.0) -> None:
+    """Delete the job; wait until it and its pods are gone, so a case of the same name may follow."""
+    try:
+        side.api.delete(side.job_path, {"propagationPolicy": "Background"})
+    except ApiError as error:
+        if error.code != 404:
+            raise
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pods = side.api.get(
+            f"/api/v1/namespaces/{side.namespace}/pods",
+            {"labelSelector": f"{JOB_NAME_LABEL}={side.job_name}"},
+        )["items"]
+        if side.job() is None and not pods:
+            return
+        time.sleep(POLL_SECONDS)
+    raise TimeoutError(f"{side.name}: {side.job_name} and its pods not gone within {timeout:.0f} s")
+
+
+# --- kubetrain's operator ----------------------------------------------------------------------------------
+
+
+class KubetrainOperator:
+    """``kubetrain operator`` watching one namespace, as a subprocess; ready once its caches synced."""
+
+    def __init__(self, kubeconfig: Path, namespace: str, log_path: Path, flags: Sequence[str]) -> None:
+        self.log_path = log_path
+        self.metrics_port = free_port()
+        command = [str(KUBETRAIN), "operator", "--kubeconfig", str(kubeconfig), "--namespace", namespace]
+        command += ["--metrics-bind-address", f"127.0.0.1:{self.metrics_port}"]
+        command += ["--health-probe-bind-address", "0", *flags]
+        with log_path.open("wb") as log:
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while "caches synced" not in self.log:
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"kubetrain operator did not start:\n{self.log[-3000:]}")
+            time.sleep(0.1)
+
+    @property
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def activity(self, namespace: str, name: str) -> int:
+        return 0
+
+    def events_recorded(self, uid: str) -> int | None:
+        return None  # it drops none: repeats are folded into counts, however many
+
+    def idle(self) -> bool:
+        """No Event recorded and not yet posted, no job key waiting in a work queue (its /metrics)."""
+        return metrics_all_zero(self.metrics_port, ("kubetrain_events_queued", "kubetrain_work_queue_depth"))
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+
+
+def metrics_all_zero(port: int, prefixes: tuple[str, ...]) -> bool:
+    """Whether every sample on 127.0.0.1:``port``/metrics whose name starts with one of ``prefixes`` is 0."""
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(prefixes)]
+    return not any(values)
+
+
+def create_namespace(api: KubeApi, name: str) -> str:
+    api.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    return name
