@@ -15,7 +15,8 @@ AS_ROOT := $(filter 0,$(shell id -u))
 .PHONY: help install run test lint test-unit test-local test-cluster envtest-build helm-build manifests docs clean \
 	image images image-tools test-images node-packages test-e2e scheduler-plugins-build
 .PHONY: podman docker test-containers host-packages mpi-packages node-build node-image-cache \
-	lane-cluster lane-images lane-checks browser-packages test-browser test-peers peers-build
+	lane-cluster lane-images lane-checks browser-packages test-browser test-peers peers-build \
+	test-faults
 
 help:
 	@echo "make run   - train the example PyTorch DDP job locally (1 master + 2 workers)"
@@ -59,8 +60,9 @@ serially = $(foreach target,$(1),MAKEFLAGS='$(filter-out -j% --jobserver-auth=%,
 lane-cluster: $(STAMP)
 	$(call serially,envtest-build helm-build peers-build $(if $(AS_ROOT),node-build scheduler-plugins-build) test-cluster)
 
+# The fault suite ends the images lane, the one with the most time to spare cold and warm (docs/development.md).
 lane-images: $(STAMP) image-tools
-	$(call serially,images $(if $(AS_ROOT),node-image-cache) test-containers)
+	$(call serially,images $(if $(AS_ROOT),node-image-cache) test-containers test-faults)
 
 # The conformance tier runs in the checks lane, after the local tier: the cluster lane is the longest when
 # cold, and the checks lane is done well before it; the envtest and peer builds it needs are the cluster
@@ -139,6 +141,12 @@ run: $(EXAMPLES_STAMP)
 # Real processes: every example trains for real, plus restart, failure and Ctrl-C semantics.
 test-local: $(EXAMPLES_STAMP)
 	$(PYTEST) tests/local -q
+
+# Faults under load (tests/faults) at CI size, 40 jobs: every scenario starts and restarts a control plane of
+# its own, so it needs the envtest binaries (built by the cluster lane: the build's lock makes this wait for
+# it). Full size, 500 jobs: `.venv/bin/python bench/faults_under_load.py --jobs 500 --markdown`.
+test-faults: envtest-build
+	$(PYTEST) tests/faults -q -rs
 
 # Podman for `kubetrain run --runtime podman` (tools/containers/setup.sh): netavark with aardvark-dns for the job
 # network's DNS, installed when missing, and runc plus lower ulimits on hosts with hybrid cgroups (this one).

@@ -34,6 +34,9 @@ SHARED_OPERATOR = "/apis/apps/v1/namespaces/kubeflow/deployments/training-operat
 SHARED_OPERATOR_PODS = "/api/v1/namespaces/kubeflow/pods"
 OPERATOR_SELECTOR = "control-plane=kubeflow-training-operator"
 INIT_IMAGE = "localhost/kubetrain/busybox:1.35"
+POD_SECURITY = "pod-security.kubernetes.io"
+OPERATOR = "app.kubernetes.io/component!=dashboard"
+DASHBOARD = "app.kubernetes.io/component=dashboard"
 
 
 class Release:
@@ -57,15 +60,16 @@ class Release:
             env=self.env,
         )
 
-    def pods(self) -> list[dict[str, Any]]:
-        selector = {"labelSelector": f"app.kubernetes.io/instance={self.name}"}
+    def pods(self, component: str = OPERATOR) -> list[dict[str, Any]]:
+        """The release's operator pods, or its dashboard's (``DASHBOARD``), not being deleted."""
+        selector = {"labelSelector": f"app.kubernetes.io/instance={self.name},{component}"}
         found = self.cluster.api.get(f"/api/v1/namespaces/{self.namespace}/pods", selector)
         return [p for p in found["items"] if "deletionTimestamp" not in p["metadata"]]
 
-    def ready_pods(self) -> list[str]:
+    def ready_pods(self, component: str = OPERATOR) -> list[str]:
         return [
             p["metadata"]["name"]
-            for p in self.pods()
+            for p in self.pods(component)
             if any(
                 c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions") or []
             )
@@ -84,11 +88,21 @@ class Release:
         return logs.stdout
 
     def run_job(self, name: str) -> None:
-        """A one-replica PyTorchJob in the release's namespace, run to Succeeded."""
+        """A one-replica PyTorchJob in the release's namespace, run to Succeeded. The namespace enforces
+        Pod Security's restricted profile, so the job's pod meets it too, as a user's there must."""
         replica = container(
-            "pytorch", TEST_IMAGE, imagePullPolicy="Never", command=["python", "-c", f"print('{name} ran')"]
+            "pytorch",
+            TEST_IMAGE,
+            imagePullPolicy="Never",
+            command=["python", "-c", f"print('{name} ran')"],
+            securityContext={"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
         )
         body = manifest("PyTorchJob", {"Master": 1}, name=name, namespace=None, containers=[replica])
+        body["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["securityContext"] = {
+            "runAsNonRoot": True,
+            "runAsUser": 65534,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        }
         path = f"/apis/kubeflow.org/v1/namespaces/{self.namespace}/pytorchjobs"
         self.cluster.api.create(path, body)
 
@@ -144,11 +158,13 @@ def release(operator: RealCluster, tmp_path_factory: pytest.TempPathFactory) -> 
     helm = Release(operator, _build_helm(), tmp_path_factory.mktemp("helm-home"))
     _scale_shared_operator(operator, 0)
     try:
+        # As docs/install.md installs it: into a namespace that enforces Pod Security's restricted profile.
+        labels = {f"{POD_SECURITY}/enforce": "restricted", f"{POD_SECURITY}/enforce-version": "latest"}
+        operator.api.create("/api/v1/namespaces", {"metadata": {"name": helm.namespace, "labels": labels}})
         installed = helm.run(
             "install",
             helm.name,
             str(CHART),
-            "--create-namespace",
             "--set",
             "crds.install=false",
             "--set",
@@ -157,9 +173,15 @@ def release(operator: RealCluster, tmp_path_factory: pytest.TempPathFactory) -> 
             f"operator.namespace={helm.namespace}",
             "--set",
             f"operator.pytorchInitContainerImage={INIT_IMAGE}",
+            # The Jobs view too, without Istio (none here): its pod must meet the profile as well.
+            "--set",
+            "dashboard.enabled=true",
+            "--set",
+            "dashboard.istio.enabled=false",
         )
         assert installed.returncode == 0, installed.stderr
         wait_until("two ready operator pods", lambda: len(helm.ready_pods()) == 2, 180.0)
+        wait_until("the ready dashboard pod", lambda: len(helm.ready_pods(DASHBOARD)) == 1, 180.0)
         wait_until(
             f"the default ServiceAccount of {helm.namespace}",
             lambda: operator.api.exists(f"/api/v1/namespaces/{helm.namespace}/serviceaccounts/default"),
@@ -182,6 +204,18 @@ def test_helm_install_runs_two_operator_pods_from_the_image_as_the_charts_servic
     for pod in pods:
         assert pod["spec"]["serviceAccountName"] == release.name
         assert pod["spec"]["containers"][0]["image"].startswith("localhost/kubetrain/operator:")
+
+
+def test_the_operator_and_dashboard_pods_run_where_pod_security_restricted_is_enforced(
+    release: Release,
+) -> None:
+    namespace = release.cluster.api.get(f"/api/v1/namespaces/{release.namespace}")
+    assert namespace["metadata"]["labels"][f"{POD_SECURITY}/enforce"] == "restricted"
+    pods = release.pods() + release.pods(DASHBOARD)
+    assert len(release.ready_pods()) + len(release.ready_pods(DASHBOARD)) == len(pods) == 3
+    for pod in pods:
+        assert pod["spec"]["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert pod["spec"]["containers"][0]["securityContext"]["capabilities"] == {"drop": ["ALL"]}
 
 
 def test_the_leader_reconciles_a_job_in_its_namespace_with_no_forbidden_request_in_either_log(

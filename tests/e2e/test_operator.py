@@ -35,3 +35,18 @@ def test_operator_log_has_no_forbidden_request(operator: RealCluster) -> None:
     # An API error is logged as "403 Forbidden: ... is forbidden: User ... cannot ...". Not a bare "403":
     # the leader's random identity (a UUID) held "4039" in one CI run.
     assert "forbidden" not in logs.stdout.lower()
+
+
+def test_operator_pod_runs_where_pod_security_restricted_is_enforced(operator: RealCluster) -> None:
+    # The standalone overlay's namespace enforces the profile; a pod that did not meet it would not exist.
+    labels = operator.api.get(f"/api/v1/namespaces/{NAMESPACE}")["metadata"]["labels"]
+    [pod] = operator.api.get(
+        f"/api/v1/namespaces/{NAMESPACE}/pods", {"labelSelector": "control-plane=kubeflow-training-operator"}
+    )["items"]
+
+    assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert pod["status"]["containerStatuses"][0]["ready"] is True
+    assert pod["spec"]["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    context = pod["spec"]["containers"][0]["securityContext"]
+    assert context["capabilities"] == {"drop": ["ALL"]}
+    assert context["readOnlyRootFilesystem"] is True

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from kubetrain.envtest import binaries, controlplane, realnode
+from kubetrain.envtest import audit, binaries, controlplane, realnode
 from kubetrain.envtest.nodes import NodeShape
 
 app = typer.Typer(
@@ -78,6 +78,12 @@ def start(
         f"labelled {realnode.REAL_NODE_LABEL}=true. Without fake nodes (the default then) every pod runs "
         "there.",
     ),
+    audit_log: bool = typer.Option(
+        False,
+        "--audit-log",
+        help="Have kube-apiserver log every write (who, User-Agent, object, answer, when) in "
+        "logs/audit.log, Lease writes with their bodies.",
+    ),
 ) -> None:
     """Start envtest (building it first if needed) and print the path of its admin kubeconfig.
 
@@ -93,6 +99,7 @@ def start(
         nodes=nodes if nodes is not None else (0 if real_node else 2),
         node_shape=NodeShape(cpu=cpu_per_node, memory=memory_per_node, gpus=gpus_per_node),
         real_node=real_node,
+        audit_policy=audit.WRITES if audit_log else None,
     )
     try:
         state = controlplane.start(run_dir, options, log=_say)

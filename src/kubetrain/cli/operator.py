@@ -12,6 +12,7 @@ from typing import Any
 
 import typer
 
+from kubetrain import __version__
 from kubetrain.api.crd import MAX_REPLICAS_CEILING
 from kubetrain.engine.types import DEFAULT_MAX_REPLICAS_PER_JOB, DEFAULT_MAX_REPLICAS_PER_TYPE, ReplicaLimits
 from kubetrain.frameworks.base import Framework, InitSettings
@@ -341,8 +342,14 @@ def operator(
     raise typer.Exit(code)
 
 
+def user_agent(identity: str) -> str:
+    """``kubetrain-operator/<version> (<leader election identity>)``: the API server's audit log then says
+    which replica made each request (the identity is ``<hostname>_<uuid>``, the pod's name first)."""
+    return f"kubetrain-operator/{__version__} ({identity})"
+
+
 async def _run(kubeconfig: Path | None, qps: float, burst: int, settings: OperatorSettings) -> int:
-    client = connect(kubeconfig, qps=qps, burst=burst)
+    client = connect(kubeconfig, qps=qps, burst=burst, user_agent=user_agent(settings.identity))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

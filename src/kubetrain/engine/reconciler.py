@@ -168,5 +168,7 @@ def _run_replicas(ctx: ReconcileContext) -> None:
         finish(ctx)
         return
     remaining = deadline_remaining(ctx)
-    if remaining is not None:
+    if remaining is not None and not ctx.run_policy_carried_by_batch_job():
+        # A deadline carried by a batch Job is the Job controller's to enforce, from the Job's own start:
+        # a wake-up at the job's would come back "now" on every reconcile after it, until the Job fails.
         ctx.wake_up_in(remaining)

@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 import yaml
 
-from kubetrain.envtest import processes, realnode
+from kubetrain.envtest import audit, processes, realnode
 from kubetrain.envtest.binaries import Binaries, ensure_built, ensure_node_built
 from kubetrain.envtest.kubeapi import ApiError, KubeApi
 from kubetrain.envtest.nodes import NodeShape, is_schedulable, register_nodes
@@ -70,6 +70,12 @@ class EnvtestOptions:
     ready_timeout_seconds: float = 60.0
     real_node: bool = False
     """Add one real node (kubelet, containerd, CoreDNS; see realnode.py) beside the fake ones."""
+    admission_plugins: tuple[str, ...] = ()
+    """Admission plugins kube-apiserver enables beyond its defaults (e.g.
+    OwnerReferencesPermissionEnforcement, on by default in OpenShift)."""
+    audit_policy: str | None = None
+    """An audit policy (YAML): kube-apiserver then logs what it selects in ``logs/audit.log`` (see audit.py;
+    ``audit.WRITES`` logs every write)."""
 
 
 @dataclass(frozen=True)
@@ -420,7 +426,7 @@ def _node_ready(node: dict[str, Any]) -> bool:
 
 
 def _reset_run_dir(run_dir: Path) -> None:
-    for name in ("etcd-data", "pki", "pids", "commands", "logs", STATE_FILE):
+    for name in ("etcd-data", "pki", "pids", "commands", "logs", STATE_FILE, audit.POLICY_FILE):
         path = run_dir / name
         if path.is_dir():
             shutil.rmtree(path)
@@ -440,9 +446,12 @@ def _start_components(
         "etcd /health", lambda: _http_ok(f"http://127.0.0.1:{ports.etcd_client}/health"), etcd, timeout
     )
 
-    apiserver = processes.spawn(
-        run_dir, "kube-apiserver", apiserver_args(binaries, pki, ports, options.real_node)
-    )
+    apiserver_argv = apiserver_args(binaries, pki, ports, options.real_node)
+    if options.admission_plugins:
+        apiserver_argv.append(f"--enable-admission-plugins={','.join(options.admission_plugins)}")
+    if options.audit_policy is not None:
+        apiserver_argv += audit.apiserver_args(run_dir, options.audit_policy)
+    apiserver = processes.spawn(run_dir, "kube-apiserver", apiserver_argv)
     admin = {"Authorization": f"Bearer {pki.token(ADMIN)}"}
     timings["kube-apiserver"] = _wait_for(
         "kube-apiserver /readyz",

@@ -94,6 +94,7 @@ class PodDriver:
         self._finisher: threading.Thread | None = None
         self._stopping = threading.Event()
         self._fake_nodes = self._list_fake_nodes()
+        self._addresses: dict[str, str] = {}
 
     # -- transitions
     # -------------------------------------------------------------------------------------------
@@ -301,8 +302,13 @@ class PodDriver:
         return {node["metadata"]["name"]: index for index, node in enumerate(nodes)}
 
     def _node_address(self, node: str) -> str:
-        addresses = self._api.get(f"/api/v1/nodes/{node}")["status"].get("addresses") or []
-        return next((a["address"] for a in addresses if a["type"] == "InternalIP"), "127.0.0.1")
+        # Read once per node: a fake node's address never changes, and a burst runs thousands of pods.
+        if node not in self._addresses:
+            addresses = self._api.get(f"/api/v1/nodes/{node}")["status"].get("addresses") or []
+            self._addresses[node] = next(
+                (a["address"] for a in addresses if a["type"] == "InternalIP"), "127.0.0.1"
+            )
+        return self._addresses[node]
 
     def _running_status(
         self, pod: KubeObject, container: Mapping[str, Any], restart_count: int

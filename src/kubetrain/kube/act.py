@@ -276,10 +276,13 @@ class Actor:
             response = await self._http.post(collection, json=manifest)
             raise_for_status(response, response.content)
         except ApiStatusError as error:
-            if error.code == 409:
-                # It exists already (created by a previous process); its watch event settles the count.
-                return 0
             self._expectations.lower_on_error(key, creations=1)
+            if error.code == 409:
+                # It exists already: made by a previous process, or by a request of ours whose answer was
+                # lost (the API server crashed). Its watch event may have come before this expectation was
+                # raised (a re-list after the crash), so none is left to lower it: waiting for one wedged the
+                # job for the expectations' five minutes. A later event only lowers the count below zero.
+                return 0
             self._api_error("create", error)
             self._event(target, EventType.WARNING, f"FailedCreate{kind}", f"Error creating: {error}")
             raise

@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kubetrain.kube.runtime.client import ApiStatusError, raise_for_status
-from kubetrain.kube.runtime.http import HttpApi
+from kubetrain.kube.runtime.http import HttpApi, NotLeadingError
 
 log = logging.getLogger(__name__)
 
@@ -251,6 +251,9 @@ class EventRecorder:
                     log.debug("event dropped, its namespace is being deleted: %s", error)
                 else:
                     log.warning("could not post event: %s", error)
+            except NotLeadingError as error:
+                # The Lease was lost: what is still queued is the old leader's to drop, not to post.
+                log.debug("event dropped: %s", error)
             except Exception as error:
                 log.warning("could not post event: %s", error)
             finally:

@@ -3,7 +3,11 @@ metrics and health endpoints, and a clean shutdown.
 
 Caches fill whether or not this process leads, so a standby takes over with a warm cache; only the leader's
 workers reconcile. Losing the Lease stops this process (as controller-runtime does): a follower that still
-acted could fight the new leader.
+acted could fight the new leader. Every write the leader's work makes (children, statuses, deletions,
+Events, the CA ConfigMaps) goes through a session fenced by ``LeaderElector.holds_lease``, so a replica
+paused past its renew deadline (SIGSTOP, a frozen VM) sends none of the writes it had queued when it
+resumes, in the moment before its renew loop notices and stops it. The Lease's own requests and the status
+endpoint's (every replica relays its pods' progress reports, by design) are not fenced.
 """
 
 from __future__ import annotations
@@ -102,12 +106,21 @@ class Operator:
         self.settings = settings
         self.metrics = OperatorMetrics()
         self.expectations = Expectations()
-        self.events = EventRecorder(client.events, busy=self._busy)
+        self.elector: LeaderElector | None = None
+        writes, event_writes = client.http, client.events
+        if settings.leader_elect:
+            lock = ApiLeaseLock(client.http, settings.lease_namespace, settings.lease_name)
+            self.elector = LeaderElector(lock, settings.identity, settings=settings.election)
+            writes = client.http.fenced(self.elector.holds_lease)
+            event_writes = client.events.fenced(self.elector.holds_lease)
+        self.writes = writes
+        """What the leader's work writes through: fenced by the Lease when leader election is on."""
+        self.events = EventRecorder(event_writes, busy=self._busy)
         self.actor: Actor | None = None
         self.previous_logs: PreviousLogs | None = None
         self.informers: list[Informer] = []
         self.controllers: list[JobController] = []
-        self.ca: CaPublisher | None = CaPublisher(client.http) if settings.status is not None else None
+        self.ca: CaPublisher | None = CaPublisher(writes) if settings.status is not None else None
         self.status_endpoint: StatusEndpoint | None = None
 
     def _busy(self) -> bool:
@@ -172,7 +185,7 @@ class Operator:
         addressing = ClusterAddressing(cluster_domain=settings.cluster_domain)
         previous_logs = self.previous_logs = PreviousLogs(self.client.http)
         actor = self.actor = Actor(
-            self.client.http,
+            self.writes,
             self.expectations,
             self.events,
             self.metrics,
@@ -305,6 +318,9 @@ class Operator:
                 work.append(self.ca.follow(self._job_namespaces))
             await asyncio.gather(*work)
         finally:
+            # While the Lease is still held: run_while_leading releases it only after this work has ended,
+            # and the fence drops whatever a replica that lost it still had queued.
+            await self.events.flush()
             self.metrics.is_leader.set(0)
 
     def _job_namespaces(self) -> set[str]:
@@ -334,12 +350,12 @@ class Operator:
             if self.settings.gc_young_threshold:
                 collector.freeze_survivors()
             log.info("caches synced: %s", ", ".join(f"{i.kind}={len(i.store)}" for i in self.informers))
-            if not self.settings.leader_elect:
+            if self.elector is None:
                 await run_until_stopped(self._reconcile_all(), stop)
                 return 0
-            lock = ApiLeaseLock(self.client.http, self.settings.lease_namespace, self.settings.lease_name)
-            elector = LeaderElector(lock, self.settings.identity, settings=self.settings.election)
-            outcome = await run_while_leading(elector, self._reconcile_all, stop)
+            lease = f"{self.settings.lease_namespace}/{self.settings.lease_name}"
+            log.info("%s: campaigning for the leader Lease %s", self.elector.identity, lease)
+            outcome = await run_while_leading(self.elector, self._reconcile_all, stop)
             if outcome is Outcome.LOST_LEADERSHIP:
                 log.error("lost the leader Lease; stopping so that the new leader acts alone")
                 return EXIT_LOST_LEASE

@@ -89,6 +89,16 @@ def test_the_active_deadline_is_the_batch_jobs_not_the_engines() -> None:
     assert not later.status.is_true(ConditionType.FAILED)
 
 
+def test_past_the_batch_jobs_deadline_the_engine_sets_no_wake_up_of_its_own() -> None:
+    # The deadline is the Job controller's, counted from the Job's own start: asking to be woken "now"
+    # past the job's deadline reconciled it again and again until the Job failed (seen: every 20 ms for
+    # 30 s).
+    started = _mpijob(runPolicy={"activeDeadlineSeconds": 10})
+    first = _decide(started, observe(replica("Launcher", 0), *_workers()))
+    later = _decide(started.with_status(first.status), observe(replica("Launcher", 0), *_workers()), at=60)
+    assert later.requeue_after is None or later.requeue_after > 0
+
+
 def test_launcher_restarts_do_not_count_against_the_engines_backoff_limit() -> None:
     limited = _mpijob(runPolicy={"backoffLimit": 1})
     decision = _decide(limited, observe(replica("Launcher", 0, restart_count=3), *_workers()))

@@ -108,9 +108,11 @@ def connect(
     qps: float = DEFAULT_QPS,
     burst: int = DEFAULT_BURST,
     timeout: float = REQUEST_TIMEOUT_SECONDS,
+    user_agent: str | None = None,
 ) -> KubeClient:
     """A client for the cluster in ``kubeconfig`` (its current context, or ``context``); without a path, the
-    in-cluster service account, else ``$KUBECONFIG``, else ``~/.kube/config``."""
+    in-cluster service account, else ``$KUBECONFIG``, else ``~/.kube/config``. ``user_agent`` goes with
+    every request (aiohttp's own when None)."""
     loaded = KubeConfig.from_file(kubeconfig) if kubeconfig is not None else KubeConfig.from_env()
     config = loaded.get(context_name=context)
     if config is None:
@@ -124,6 +126,7 @@ def connect(
         bucket=TokenBucket(qps, burst),
         counter=counter,
         timeout=timeout,
+        user_agent=user_agent,
     )
     events = http.limited_by(TokenBucket(qps, burst))
     return KubeClient(http=http, events=events, requests=counter, default_namespace=config.namespace)

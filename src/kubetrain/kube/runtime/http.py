@@ -20,7 +20,7 @@ import json as jsonlib
 import ssl
 import urllib.parse
 import urllib.request
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -36,6 +36,18 @@ MAX_THROTTLED_RETRIES = 10
 """How often a request answered 429 Too Many Requests is retried (client-go's default ``maxRetries``)."""
 MAX_RETRY_AFTER_SECONDS = 10.0
 DEFAULT_RETRY_AFTER_SECONDS = 1.0
+
+
+WriteFence = Callable[[], bool]
+"""Asked right before each write is sent; False refuses it (``NotLeadingError``). The leader's
+``LeaderElector.holds_lease``."""
+
+READ_METHODS = frozenset({"GET", "HEAD"})
+
+
+class NotLeadingError(Exception):
+    """A write was refused before it was sent: this replica does not hold the leader Lease now (it lost it, or
+    was paused past its renew deadline). Only the leader acts; the write is the new leader's to make."""
 
 
 def _retry_after(value: str | None) -> float:
@@ -268,7 +280,7 @@ class _Pool:
 
 class ApiSession:
     """``HttpApi`` over one aiohttp session (created on first use, inside the running loop), with the
-    client-side rate limit and the request counter every request passes."""
+    client-side rate limit and the request counter every request passes, and optionally a write fence."""
 
     def __init__(
         self,
@@ -279,6 +291,7 @@ class ApiSession:
         bucket: TokenBucket,
         counter: RequestCounter,
         timeout: float,
+        user_agent: str | None = None,
     ) -> None:
         self._server = server.rstrip("/")
         self._credentials = credentials
@@ -286,11 +299,11 @@ class ApiSession:
         self._counter = counter
         self._timeout = timeout
         self._pool = _Pool(self._server, tls, timeout)
+        self.user_agent = user_agent
+        """Sent with every request (aiohttp's own when None): the API server's audit log records it."""
+        self._fence: WriteFence | None = None
 
-    def limited_by(self, bucket: TokenBucket) -> ApiSession:
-        """The same connections, credentials and counter under another rate limit: what client-go gets from
-        a second clientset on one rest config (the event recorder's), without a second connection pool.
-        Closing this session closes the one it was made from."""
+    def _sharing_pool(self, bucket: TokenBucket) -> ApiSession:
         other = ApiSession(
             self._server,
             tls=self._pool.tls,
@@ -298,14 +311,35 @@ class ApiSession:
             bucket=bucket,
             counter=self._counter,
             timeout=self._timeout,
+            user_agent=self.user_agent,
         )
         other._pool = self._pool
+        other._fence = self._fence
         return other
 
-    def detached(self, bucket: TokenBucket, counter: RequestCounter) -> ApiSession:
-        """The same server and credentials with connections, a rate limit and a counter of its own: for work
-        on another event loop (an aiohttp session belongs to the loop it was made on), such as the status
-        endpoint's thread."""
+    def limited_by(self, bucket: TokenBucket) -> ApiSession:
+        """The same connections, credentials and counter under another rate limit: what client-go gets from
+        a second clientset on one rest config (the event recorder's), without a second connection pool.
+        Closing this session closes the one it was made from."""
+        return self._sharing_pool(bucket)
+
+    def fenced(self, fence: WriteFence) -> ApiSession:
+        """The same session (connections, rate limit, counter) whose writes are each sent only if ``fence()``
+        says so at that moment, else refused with ``NotLeadingError``; reads are never fenced.
+
+        The check runs after the rate limiter's wait (which can be seconds in a burst) and right before the
+        request is handed to its connection: what can still pass between them is opening a new connection
+        when none is idle (milliseconds)."""
+        other = self._sharing_pool(self._bucket)
+        other._fence = fence
+        return other
+
+    def detached(
+        self, bucket: TokenBucket, counter: RequestCounter, *, user_agent: str | None = None
+    ) -> ApiSession:
+        """The same server and credentials with connections, a rate limit and a counter of its own, and no
+        fence: for work on another event loop (an aiohttp session belongs to the loop it was made on), such
+        as the status endpoint's thread. ``user_agent`` replaces this session's."""
         return ApiSession(
             self._server,
             tls=self._pool.tls,
@@ -313,6 +347,7 @@ class ApiSession:
             bucket=bucket,
             counter=counter,
             timeout=self._timeout,
+            user_agent=user_agent or self.user_agent,
         )
 
     def _connected(self) -> aiohttp.ClientSession:
@@ -363,12 +398,19 @@ class ApiSession:
             raw = jsonlib.dumps(body).encode()
             headers = {"Content-Type": "application/json", **(headers or {})}
         await self._bucket.acquire()
-        self._counter.by_method[method] += 1
         session = self._connected()
         retried = False
         throttled = 0
+        counted = False
         while True:
-            sent = {**(headers or {}), **await self._credentials.headers()}
+            sent = {**self._identified(headers), **await self._credentials.headers()}
+            # For each attempt, after every wait and right before the request goes out: a write cleared
+            # before the rate limiter's or a 429's wait is not cleared after it.
+            if self._fence is not None and method not in READ_METHODS and not self._fence():
+                raise NotLeadingError(f"{method} {url} not sent: this replica does not hold the leader Lease")
+            if not counted:
+                self._counter.by_method[method] += 1
+                counted = True
             async with session.request(
                 method, self._server + url, params=params, data=raw, headers=sent, proxy=self._pool.proxy
             ) as response:
@@ -381,11 +423,16 @@ class ApiSession:
                 throttled += 1
                 await asyncio.sleep(retry_after)
                 await self._bucket.acquire()
-                self._counter.by_method[method] += 1
+                counted = False
                 continue
             if answer.status_code != 401 or retried or not await self._credentials.refresh():
                 return answer
             retried = True
+
+    def _identified(self, headers: Mapping[str, str] | None) -> dict[str, str]:
+        if self.user_agent is None:
+            return dict(headers or {})
+        return {"User-Agent": self.user_agent, **(headers or {})}
 
     @asynccontextmanager
     async def stream(
@@ -394,7 +441,7 @@ class ApiSession:
         await self._bucket.acquire()
         self._counter.by_method[method] += 1
         limits = aiohttp.ClientTimeout(total=None, sock_connect=self._timeout, sock_read=timeout)
-        headers = await self._credentials.headers()
+        headers = {**self._identified(None), **await self._credentials.headers()}
         session = self._connected()
         async with session.request(
             method, self._server + url, params=params, headers=headers, timeout=limits, proxy=self._pool.proxy

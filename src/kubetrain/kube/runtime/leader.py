@@ -8,6 +8,14 @@ before the Lease can expire and another replica start reconciling beside it. Wri
 resourceVersion, so of two candidates racing for it exactly one wins (the other gets 409 Conflict).
 On shutdown ``release()`` empties the holder and shortens the duration to 1 s, so a successor takes over at
 its next retry instead of after the full lease duration.
+
+``holds_lease()`` is the fence the operator checks before each of its writes: true only until the renew
+deadline after the *start* of the last successful acquire or renew. The start, not the answer: a renewal
+whose answer arrives after the process was paused (SIGSTOP, a stalled VM, a long GC) was applied by the API
+server before the pause, so counting from its answer would let a replica that slept through its lease
+believe it had just renewed. No other replica can take the Lease until ``lease_duration`` after it last saw
+it change, which is after that start; so a write sent before the renew deadline lands with
+``lease_duration - renew_deadline`` (5 s) to spare, and one checked after a pause is not sent.
 """
 
 from __future__ import annotations
@@ -114,10 +122,18 @@ class LeaderElector:
         self._observed_at = 0.0
         self._reported_leader: str | None = None
         self._running = False
+        self._valid_until = 0.0
+        """Our monotonic clock's reading past which this process may no longer act as the leader."""
 
     @property
     def is_leader(self) -> bool:
         return self.leading.is_set()
+
+    def holds_lease(self) -> bool:
+        """Whether this process leads and its last renewal is recent enough to act on, now: the check before
+        each write the leader makes. It can turn false before ``is_leader`` does (a process resumed after a
+        pause has not run its renew loop yet), never later."""
+        return self.leading.is_set() and self._clock.monotonic() < self._valid_until
 
     async def run(self) -> None:
         """Campaign until elected, lead until the Lease is lost, then return (the caller decides what next).
@@ -157,22 +173,25 @@ class LeaderElector:
             return False
 
     async def _acquire(self) -> None:
-        while not await self._try_acquire_or_renew():
+        while True:
+            started = self._clock.monotonic()
+            if await self._try_acquire_or_renew():
+                self._valid_until = started + self._settings.renew_deadline
+                return
             await self._clock.sleep(self._jittered(self._settings.retry_period))
 
     async def _renew_until_lost(self) -> None:
-        last_renewed = self._clock.monotonic()
         while True:
             await self._clock.sleep(self._settings.retry_period)
-            deadline = last_renewed + self._settings.renew_deadline
-            remaining = deadline - self._clock.monotonic()
+            started = self._clock.monotonic()
+            remaining = self._valid_until - started
             try:
                 renewed = remaining > 0 and await within(self._clock, remaining, self._try_acquire_or_renew())
             except TimeoutError:
                 renewed = False
             if renewed:
-                last_renewed = self._clock.monotonic()
-            elif self._clock.monotonic() >= deadline:
+                self._valid_until = started + self._settings.renew_deadline
+            elif self._clock.monotonic() >= self._valid_until:
                 log.warning("%s: lease not renewed within the deadline, stepping down", self.identity)
                 return
 

@@ -43,6 +43,8 @@ API_BURST = 100
 """The endpoint's own API budget (TokenReviews, status and history writes, Secret reads): the same as the
 operator's default, and separate from it."""
 SHUTDOWN_FLUSH_SECONDS = 5.0
+USER_AGENT_SUFFIX = "status-endpoint"
+"""Appended to the operator's User-Agent on the endpoint's requests."""
 
 
 class StatusEndpointError(Exception):
@@ -125,7 +127,13 @@ class StatusEndpoint:
     async def _serve(self, ready: concurrent.futures.Future[int], on_bundle: Callable[[str], None]) -> None:
         self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
         settings = self.settings
-        http = self._api.detached(TokenBucket(API_QPS, API_BURST), self.requests)
+        agent = self._api.user_agent
+        http = self._api.detached(
+            TokenBucket(API_QPS, API_BURST),
+            self.requests,
+            # Its writes are every replica's by design; the audit log tells them from the leader's by this.
+            user_agent=f"{agent} {USER_AGENT_SUFFIX}" if agent else None,
+        )
         keeper = self.keeper = CredentialKeeper(
             http, settings.namespace, settings.secret, settings.certificate_names(), on_bundle=on_bundle
         )

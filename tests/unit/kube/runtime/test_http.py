@@ -15,7 +15,16 @@ import pytest_asyncio
 from aiohttp import web
 from lightkube.config.client_adapter import BearerAuth, BearerTokenFileAuth
 
-from kubetrain.kube.runtime.http import ApiSession, Credentials, RequestCounter, TokenBucket, proxy_for
+from kubetrain.kube.runtime.http import (
+    ApiSession,
+    Credentials,
+    NotLeadingError,
+    RequestCounter,
+    TokenBucket,
+    proxy_for,
+)
+
+from .fakes import FakeClock, settle
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -235,3 +244,95 @@ def test_no_proxy_exempts_the_api_server_and_the_scheme_picks_the_proxy(
         proxy_for("https://localhost:6443"),
         proxy_for("https://10.96.0.1:443"),
     ] == ["http://proxy.example:3128", "http://plain-proxy.example:3128", None, None, None]
+
+
+async def test_a_fenced_session_sends_writes_only_while_the_fence_allows_them(server: Server) -> None:
+    leading = True
+    counter = RequestCounter()
+    session = server.session(counter=counter).fenced(lambda: leading)
+    await session.post("/api/v1/namespaces/a/pods", json={"kind": "Pod"})
+    leading = False
+    for write in (
+        session.post("/api/v1/namespaces/a/pods", json={"kind": "Pod"}),
+        session.put("/api/v1/namespaces/a/pods/p", json={"kind": "Pod"}),
+        session.patch("/api/v1/namespaces/a/pods/p", json={}),
+        session.delete("/api/v1/namespaces/a/pods/p"),
+    ):
+        with pytest.raises(NotLeadingError, match="does not hold the leader Lease"):
+            await write
+    await session.aclose()
+    assert [method for method, *_ in server.seen] == ["POST"]
+    assert counter.total == 1, "a refused write was never sent, so it is not counted"
+
+
+async def test_a_fenced_session_still_reads(server: Server) -> None:
+    session = server.session().fenced(lambda: False)
+    response = await session.get("/api/v1/pods")
+    async with session.stream("GET", "/api/v1/pods", params={"watch": "true"}) as streamed:
+        await streamed.aread()
+    await session.aclose()
+    assert response.status_code == 200
+    assert [method for method, *_ in server.seen] == ["GET", "GET"]
+
+
+async def test_the_fence_is_asked_after_the_rate_limiters_wait(server: Server) -> None:
+    # The token bucket can hold a write for seconds in a burst; leadership lost meanwhile must stop it.
+    clock = FakeClock()
+    leading = True
+    session = ApiSession(
+        server.url,
+        tls=ssl.create_default_context(),
+        credentials=Credentials(None, server.url),
+        bucket=TokenBucket(qps=1, burst=1, clock=clock),
+        counter=RequestCounter(),
+        timeout=5,
+    ).fenced(lambda: leading)
+    await session.post("/api/v1/namespaces/a/pods", json={})
+    waiting = asyncio.ensure_future(session.post("/api/v1/namespaces/a/pods", json={}))
+    await settle()
+    leading = False
+    await clock.advance(1.0)
+    with pytest.raises(NotLeadingError):
+        await waiting
+    await session.aclose()
+    assert len(server.seen) == 1
+
+
+async def test_a_throttled_write_is_fenced_again_before_its_retry(server: Server) -> None:
+    leading = True
+
+    async def throttle_and_lose_the_lease(request: web.Request) -> web.StreamResponse:
+        nonlocal leading
+        leading = False
+        return web.json_response({"kind": "Status"}, status=429, headers={"Retry-After": "0"})
+
+    server.answer = throttle_and_lose_the_lease
+    session = server.session().fenced(lambda: leading)
+    with pytest.raises(NotLeadingError):
+        await session.post("/api/v1/namespaces/a/pods", json={})
+    await session.aclose()
+    assert len(server.seen) == 1
+
+
+async def test_every_request_carries_the_sessions_user_agent(server: Server) -> None:
+    session = ApiSession(
+        server.url,
+        tls=ssl.create_default_context(),
+        credentials=Credentials(None, server.url),
+        bucket=TokenBucket(qps=0, burst=0),
+        counter=RequestCounter(),
+        timeout=5,
+        user_agent="kubetrain-operator/1.0 (host_1234)",
+    )
+    await session.get("/api")
+    await session.fenced(lambda: True).post("/api/v1/namespaces/a/pods", json={})
+    async with session.stream("GET", "/api/v1/pods") as streamed:
+        await streamed.aread()
+    endpoint = session.detached(
+        TokenBucket(qps=0, burst=0), RequestCounter(), user_agent="kubetrain-operator/1.0 (host_1234) x"
+    )
+    await endpoint.get("/api")
+    await endpoint.aclose()
+    await session.aclose()
+    agents = [headers["User-Agent"] for _, _, headers, _ in server.seen]
+    assert agents == ["kubetrain-operator/1.0 (host_1234)"] * 3 + ["kubetrain-operator/1.0 (host_1234) x"]

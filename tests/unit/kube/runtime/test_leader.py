@@ -201,3 +201,57 @@ async def test_releasing_while_still_campaigning_is_refused() -> None:
         await candidate.elector.release()
     assert candidate.elector.is_leader
     await candidate.stop()
+
+
+async def test_the_lease_is_held_from_its_acquisition_until_the_renew_deadline_after_the_last_renewal() -> (
+    None
+):
+    lease, clock = MemoryLease(), FakeClock()
+    candidate = Candidate(lease, clock, "a")
+    await settle()
+    assert candidate.elector.holds_lease()
+    await elapse(clock, 2)  # renewed at +2
+    lease.broken = True
+    await elapse(clock, 9.5)
+    assert candidate.elector.holds_lease()
+    await elapse(clock, 0.5)
+    assert not candidate.elector.holds_lease()
+    await candidate.stop()
+
+
+async def test_a_candidate_that_does_not_lead_holds_no_lease() -> None:
+    lease, clock = MemoryLease(), FakeClock()
+    leader = Candidate(lease, clock, "a")
+    await settle()
+    other = Candidate(lease, clock, "b")
+    await elapse(clock, 4)
+    assert not other.elector.holds_lease()
+    await other.stop()
+    await leader.stop()
+    assert not leader.elector.holds_lease()
+
+
+async def test_a_renewal_answered_after_a_pause_counts_from_when_it_was_sent() -> None:
+    # The process is frozen (SIGSTOP) while its renewal is in flight: the API server applied the renewal
+    # before the pause, and the answer is read 20 s later. Counted from the answer, the replica would
+    # believe it had just renewed while another may already lead.
+    lease, clock = MemoryLease(), FakeClock()
+    candidate = Candidate(lease, clock, "a")
+    await settle()
+    answer = asyncio.Event()
+    read = lease.get
+
+    async def delayed_get() -> LeaseRecord | None:
+        record = await read()
+        await answer.wait()
+        return record
+
+    lease.get = delayed_get  # type: ignore[method-assign]
+    await elapse(clock, 2)  # the renewal is sent, its answer held back
+    clock.now += 20  # paused: nothing ran, no timer fired
+    answer.set()
+    await settle()
+    assert not candidate.elector.holds_lease()
+    lease.get = read  # type: ignore[method-assign]
+    await elapse(clock, 2)
+    assert not candidate.elector.is_leader, "it steps down at its next look at the deadline"

@@ -111,6 +111,16 @@ async def test_a_refused_status_write_counts_no_transition() -> None:
     assert not created_count(metrics)
 
 
+async def test_a_creation_answered_already_exists_expects_nothing_more() -> None:
+    # Made by a request whose answer was lost (the API server crashed): the re-listed cache may have seen it
+    # before this creation raised its expectation, so no watch event is left to lower it.
+    api, expectations = FakeApi(409), Expectations()
+    decision = Decision(actions=(CreateReplica("Worker", 0),), status=PYTORCH.status)
+    outcome = await actor(api, expectations).carry_out(target(), decision)
+    assert expectations.satisfied(expectation_key(KEY, "Worker", "pods"))
+    assert (outcome.created, outcome.errors) == (0, [])
+
+
 def test_an_hpa_carries_no_labels_as_upstreams_and_is_owned_by_its_job() -> None:
     """The operator watches every HPA and keeps the ones its jobs own: one upstream made before a switch is
     found as well as its own."""
