@@ -38,7 +38,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,7 @@ from operator_throughput import (
     cpu_seconds,
     create_namespace,
     delete_namespace,
+    record_run,
     sample_rss,
     wait_until,
 )
@@ -403,11 +404,7 @@ def main() -> None:
             for operator in order:
                 run = asyncio.run(measure(operator, workers, flags[operator], args.kubeconfig, args.timeout))
                 runs.append(run)
-                line = json.dumps(asdict(run))
-                print(line, file=sys.stderr, flush=True)
-                if args.results:
-                    with args.results.open("a") as results:
-                        results.write(line + "\n")
+                record_run(run, args.results)
     if args.markdown:
         print(markdown(runs))
 

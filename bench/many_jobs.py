@@ -36,14 +36,14 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import psutil
 from big_job import start_operator
-from operator_throughput import count, cpu_seconds, create_namespace, sample_rss
+from operator_throughput import count, cpu_seconds, create_namespace, record_run, sample_rss
 
 from kubetrain.api.manifest import parse_job
 from kubetrain.envtest import peers
@@ -410,11 +410,7 @@ def main() -> None:
                 measure(operator, args.jobs, args.kubeconfig, index + args.first_run, args.timeout)
             )
             runs.append(run)
-            line = json.dumps(asdict(run))
-            print(line, file=sys.stderr, flush=True)
-            if args.results:
-                with args.results.open("a") as results:
-                    results.write(line + "\n")
+            record_run(run, args.results)
     if args.markdown:
         print(markdown(runs))
 

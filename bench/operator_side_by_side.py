@@ -39,7 +39,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,7 @@ from operator_throughput import (
     post_all,
     pytorch_job,
     react,
+    record_run,
     sample_rss,
     wait_until,
 )
@@ -412,11 +413,7 @@ def main() -> None:
                     for operator in order:
                         run = one_run(workload, operator, setting, jobs, args.dir)
                         runs.append(run)
-                        line = json.dumps(asdict(run))
-                        print(line, file=sys.stderr, flush=True)
-                        if args.results:
-                            with args.results.open("a") as results:
-                                results.write(line + "\n")
+                        record_run(run, args.results)
     if args.markdown:
         print(markdown(runs))
 

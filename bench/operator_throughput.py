@@ -29,7 +29,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -456,6 +456,16 @@ def bench_cluster(kubeconfig: Path) -> Iterator[None]:
             yield
         finally:
             api.delete(f"/api/v1/nodes/{BENCH_NODE}")
+
+
+def record_run(run: Any, results: Path | None) -> None:
+    """One run's figures as a JSON line on stderr (progress while a long bench goes on) and, with
+    ``--results``, appended to that file, so that runs over several sessions make one table."""
+    line = json.dumps(asdict(run))
+    print(line, file=sys.stderr, flush=True)
+    if results:
+        with results.open("a") as file:
+            file.write(line + "\n")
 
 
 def markdown(results: list[Result]) -> str:
