@@ -246,7 +246,7 @@ def delete_namespace(api: KubeApi, namespace: str, timeout: float = 120.0) -> No
             if error.code == 404:
                 return
         except httpx.HTTPError:
-            pass
+            pass  # the API server is being restarted by a fault: ask again
         time.sleep(0.5)
 
 

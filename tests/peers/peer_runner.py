@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from kubetrain.api.jobs import JOB_MODELS
 from kubetrain.envtest.conformance import (
     WHOLE,
     Comparison,
@@ -56,15 +57,7 @@ REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
 REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
 JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
 
-PLURALS = {
-    "PyTorchJob": "pytorchjobs",
-    "TFJob": "tfjobs",
-    "XGBoostJob": "xgboostjobs",
-    "PaddleJob": "paddlejobs",
-    "JAXJob": "jaxjobs",
-    "MXJob": "mxjobs",
-    "MPIJob": "mpijobs",
-}
+PLURALS = {model.KIND: model.PLURAL for model in JOB_MODELS}
 
 CHILD_COLLECTIONS: tuple[tuple[str, str, str], ...] = (
     ("/api/v1", "pods", "Pod"),

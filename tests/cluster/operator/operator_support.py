@@ -11,21 +11,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from kubetrain.api.jobs import JOB_MODELS
 from kubetrain.envtest.kubeapi import ApiError, KubeApi, KubeObject
 
 T = TypeVar("T")
 
 KUBETRAIN = Path(sys.executable).parent / "kubetrain"
 GROUP = "/apis/kubeflow.org/v1"
-PLURALS = {
-    "PyTorchJob": "pytorchjobs",
-    "TFJob": "tfjobs",
-    "XGBoostJob": "xgboostjobs",
-    "PaddleJob": "paddlejobs",
-    "JAXJob": "jaxjobs",
-    "MXJob": "mxjobs",
-    "MPIJob": "mpijobs",
-}
+PLURALS = {model.KIND: model.PLURAL for model in JOB_MODELS}
 
 
 class OperatorProcess:
