@@ -30,7 +30,7 @@ from kubetrain.engine.types import (
     ObservedReplica,
     Traits,
 )
-from kubetrain.frameworks.base import ConditionProposal, Framework
+from kubetrain.frameworks.base import ConditionProposal, Framework, StatusEvent
 
 if TYPE_CHECKING:
     from kubetrain.engine.diagnosis import Finding
@@ -171,8 +171,11 @@ class ReconcileContext:
             self.emit(announce, reason, message)
         return changed
 
-    def propose(self, proposal: ConditionProposal) -> None:
-        """A status rule's condition, and the event it records each time it holds."""
+    def propose(self, proposal: ConditionProposal | StatusEvent) -> None:
+        """A status rule's condition, and the event it records each time it holds (or only the event)."""
+        if isinstance(proposal, StatusEvent):
+            self.emit(EventType(proposal.type), proposal.reason, proposal.message)
+            return
         self.set_condition(proposal.type, proposal.reason, proposal.message)
         if proposal.event is not None:
             event = proposal.event

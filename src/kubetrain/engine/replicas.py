@@ -208,6 +208,8 @@ def _count(counts: ReplicaStatus, replica: ObservedReplica) -> None:
 
 def _handle_failure(ctx: ReconcileContext, replica: ObservedReplica, counts: ReplicaStatus) -> None:
     policy = replica_policy(ctx.job, replica.replica_type, ctx.framework)
+    if policy not in ctx.framework.replaces_failed_replicas:
+        return  # left failed: the framework's status rules decide what that means for the job
     if policy in _ALWAYS_RESTARTED or (policy is RestartPolicy.EXIT_CODE and is_retryable(replica.exit_code)):
         reason = condition_reason(ctx.kind, ConditionType.RESTARTING)
         message = restarting_message(ctx.name, replica.replica_type)

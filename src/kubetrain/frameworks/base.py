@@ -101,6 +101,16 @@ class ConditionProposal:
 
 
 @dataclass(frozen=True)
+class StatusEvent:
+    """An event a status rule records each time it holds, with no condition: upstream's MPIJob v1 controller
+    records the launcher's outcome as events, then writes only the conditions of its generic replica rules."""
+
+    type: Literal["Normal", "Warning"]
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
 class StatusContext:
     """Everything a framework's success/failure rules need (upstream ``UpdateJobStatus`` inputs)."""
 
@@ -145,7 +155,7 @@ class Framework(ABC, Generic[JobT]):
     counts_end_with: ClassVar[str | None] = None
     """A replica type whose end (succeeded or failed) leaves the other types uncounted, and which is
     listed in ``replicaStatuses`` only once it exists: the mpi-operator lists workers only while its
-    launcher Job runs."""
+    launcher Job runs, and the MPIJob v1 controller stops counting them once its launcher pod ended."""
     event_source: ClassVar[str] = ""
     """The component its events name as their source; ``controller_name`` when empty (the mpi-operator's
     controller records as ``mpi-job-controller`` though its pods are labelled ``mpi-operator``)."""
@@ -155,6 +165,12 @@ class Framework(ABC, Generic[JobT]):
     deleted_job_reason: ClassVar[str] = "SuccessfulDeleteJob"
     """The reason of the event recorded when the TTL deletes the job (PyTorch, Paddle and JAX reuse
     ``SuccessfulDeletePod`` upstream)."""
+    replaces_failed_replicas: ClassVar[frozenset[RestartPolicy]] = frozenset(
+        {RestartPolicy.ON_FAILURE, RestartPolicy.ALWAYS, RestartPolicy.EXIT_CODE}
+    )
+    """The restart policies under which a replica whose pod failed is deleted to be created again (under
+    ``ExitCode`` only for an exit code of 128 or more), as upstream's common pod reconciler does. Its MPIJob
+    v1 controller has its own, which never deletes a failed pod: its status rules fail the job instead."""
     exit_code_events: ClassVar[bool] = True
     """An ``ExitedWithCode`` event for each replica whose default container has ended, on every reconcile,
     as upstream's common pod reconciler records it (its MPIJob controllers have their own, which do not)."""
@@ -198,8 +214,9 @@ class Framework(ABC, Generic[JobT]):
         """The env appended to the containers ``env_target`` names, in upstream's order (§2)."""
 
     @abstractmethod
-    def status_rules(self, context: StatusContext) -> list[ConditionProposal]:
-        """The success / failure / running rules of §4.4, as conditions to apply in order."""
+    def status_rules(self, context: StatusContext) -> Sequence[ConditionProposal | StatusEvent]:
+        """The success / failure / running rules of §4.4, as conditions to apply (and events to record) in
+        order."""
 
     def pod_name(self, job: JobT, replica_type: str, index: int) -> str:
         """The pod and process name: ``<job>-<type>-<index>`` (MPI's launcher: ``<job>-launcher``)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from kubetrain.api.common import CleanPodPolicy, ConditionType
+from kubetrain.api.common import CleanPodPolicy, ConditionType, RestartPolicy
 from kubetrain.api.defaults import (
     with_default_clean_pod_policy,
     with_default_replicas,
@@ -37,11 +37,13 @@ from kubetrain.frameworks.base import (
     InitSettings,
     PodDecoration,
     StatusContext,
+    StatusEvent,
 )
 from kubetrain.frameworks.labels import APP_LABEL, REPLICA_INDEX_LABEL
 from kubetrain.frameworks.mpi_common import (
     CONFIG_MOUNT_PATH,
     DISCOVER_HOSTS,
+    EVICTED,
     HOSTFILE,
     LAUNCHER,
     LOCALHOST,
@@ -71,6 +73,11 @@ class MPIFramework(MPIFrameworkBase[MPIJob]):
     scheme_name: ClassVar[str] = "mpijob"
     controller_name: ClassVar[str] = "mpijob-controller"
     companions_while_suspended: ClassVar[bool] = False
+    counts_end_with: ClassVar[str | None] = LAUNCHER
+    replaces_failed_replicas: ClassVar[frozenset[RestartPolicy]] = frozenset({RestartPolicy.EXIT_CODE})
+    """Upstream leaves a failed pod as it is and fails the job (its generic rules) unless the policy is
+    ``ExitCode``. Under ``ExitCode`` it marks the job Restarting and still leaves the pod, so the job stays
+    Restarting for good; kubetrain does what ``ExitCode`` says (docs/migration.md's allow-list)."""
     config_file_modes: ClassVar[Mapping[str, int]] = {KUBEXEC: 0o555, HOSTFILE: 0o444, DISCOVER_HOSTS: 0o555}
 
     # --- defaulting ---------------------------------------------------------------------------
@@ -283,24 +290,29 @@ class MPIFramework(MPIFrameworkBase[MPIJob]):
 
     # --- status -------------------------------------------------------------------------------
 
-    def status_rules(self, context: StatusContext) -> list[ConditionProposal]:
-        """The launcher pod's phase, worker evictions, then the generic replica rules."""
+    def status_rules(self, context: StatusContext) -> list[ConditionProposal | StatusEvent]:
+        """The launcher pod's phase, worker evictions, then the generic replica rules.
+
+        Upstream records the launcher's outcome as events (``mpijobsSucceeded``, the pod's reason on a
+        failure, ``MPIJobRunning`` once the launcher and every worker run), but the conditions it sets with
+        them are overwritten by its generic rules' status before the write: the conditions users read are
+        the generic rules' (``MPIJob <job> is successfully completed.``). Evictions are kept as conditions
+        on purpose (upstream loses them the same way), so an evicted job says so."""
         job = context.job
         full_name = f"{job.namespace}/{job.name}"
-        found: list[ConditionProposal] = []
+        found: list[ConditionProposal | StatusEvent] = []
         launchers = observed(context.replicas, LAUNCHER)
         launcher = launchers[0] if launchers else None
         if launcher is not None and launcher.phase == "Succeeded":
-            message = f"MPIJob {full_name} successfully completed."
             # Upstream's event reason joins the plural there (a slip kept, as events are what tools read).
-            event = Announcement("Normal", reason="mpijobsSucceeded")
-            found.append(ConditionProposal(ConditionType.SUCCEEDED, "MPIJobSucceeded", message, event))
-        elif launcher is not None and launcher.phase == "Failed":
-            reason = "MPIJobEvicted" if launcher.reason == "Evicted" else launcher.reason or "MPIJobFailed"
-            event = Announcement("Warning", reason=launcher.reason or "MPIJobFailed")
             found.append(
-                ConditionProposal(ConditionType.FAILED, reason, f"MPIJob {full_name} has failed", event)
+                StatusEvent("Normal", "mpijobsSucceeded", f"MPIJob {full_name} successfully completed.")
             )
+        elif launcher is not None and launcher.phase == "Failed":
+            message = f"MPIJob {full_name} has failed"
+            found.append(StatusEvent("Warning", launcher.reason or "MPIJobFailed", message))
+            if launcher.reason == EVICTED:
+                found.append(ConditionProposal(ConditionType.FAILED, "MPIJobEvicted", message))
         workers = observed(context.replicas, WORKER)
         evicted = evicted_workers_message(workers)
         if evicted is not None:
@@ -312,9 +324,7 @@ class MPIFramework(MPIFrameworkBase[MPIJob]):
             and launcher.phase == "Running"
             and all(w.phase == "Running" for w in workers)
         ):
-            message = f"MPIJob {full_name} is running."
-            event = Announcement("Normal", message=f"MPIJob {full_name} is running")
-            found.append(ConditionProposal(ConditionType.RUNNING, f"{self.kind}Running", message, event))
+            found.append(StatusEvent("Normal", f"{self.kind}Running", f"MPIJob {full_name} is running"))
         for replica_type in (t for t in self.replica_types if t in job.replica_specs):
             counted = counts(context, replica_type)
             if replica_type == LAUNCHER:

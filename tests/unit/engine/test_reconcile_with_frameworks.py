@@ -153,3 +153,41 @@ def test_a_tfjob_worker_failing_under_on_failure_restarts_instead_of_failing_the
 def test_the_mpi_launcher_plan_is_named_without_an_index() -> None:
     mpijob = admit(job("MPIJob", {"Launcher": 1, "Worker": 2}, name="horovod"))
     assert plan_replica(mpijob, "Launcher", 0, ClusterAddressing()).name == "horovod-launcher"
+
+
+def test_an_mpijob_v1_worker_failed_under_on_failure_is_left_failed_and_fails_the_job() -> None:
+    """Upstream's MPIJob v1 controller never deletes a failed pod; its generic rules fail the job."""
+    mpijob = job("MPIJob", {"Launcher": 1, "Worker": 2}, name="pi", restart_policy="OnFailure")
+    observation = observe(
+        replica("Launcher", 0), replica("Worker", 0, Phase.FAILED, exit_code=1), replica("Worker", 1)
+    )
+    decision = reconcile(mpijob, observation, NOW, KUBE)
+    assert not actions_of(decision, DeleteReplica)
+    failed = decision.status.condition(ConditionType.FAILED)
+    assert failed is not None
+    assert (failed.reason, failed.message) == (
+        "MPIJobMPIJobFailed",
+        "MPIJob pi is failed because 1 Worker replica(s) failed.",
+    )
+
+
+def test_an_mpijob_v1_launcher_killed_under_exit_code_is_replaced_and_the_job_restarts() -> None:
+    mpijob = job("MPIJob", {"Launcher": 1, "Worker": 2}, name="pi", restart_policy="ExitCode")
+    observation = observe(
+        replica("Launcher", 0, Phase.FAILED, exit_code=137), replica("Worker", 0), replica("Worker", 1)
+    )
+    decision = reconcile(mpijob, observation, NOW, KUBE)
+    assert actions_of(decision, DeleteReplica) == [DeleteReplica("Launcher", 0, "restart")]
+    assert decision.status.is_true(ConditionType.RESTARTING)
+    assert not decision.status.is_finished
+
+
+def test_an_mpijob_v1_stops_counting_workers_once_its_launcher_ended() -> None:
+    mpijob = job("MPIJob", {"Launcher": 1, "Worker": 2}, name="pi")
+    observation = observe(
+        replica("Launcher", 0, Phase.SUCCEEDED, exit_code=0), replica("Worker", 0), replica("Worker", 1)
+    )
+    decision = reconcile(mpijob, observation, NOW, KUBE)
+    assert decision.status.replica_statuses["Launcher"].succeeded == 1
+    workers = decision.status.replica_statuses["Worker"]
+    assert (workers.active, workers.succeeded, workers.failed) == (0, 0, 0)

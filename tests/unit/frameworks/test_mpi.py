@@ -10,7 +10,7 @@ from kubetrain.api.common import CleanPodPolicy, RestartPolicy
 from kubetrain.api.jobs import MPIJob
 from kubetrain.api.manifest import parse_job
 from kubetrain.frameworks.addressing import ClusterAddressing, LocalAddressing
-from kubetrain.frameworks.base import InitSettings, ObservedPhase
+from kubetrain.frameworks.base import ConditionProposal, InitSettings, ObservedPhase, StatusEvent
 from kubetrain.frameworks.mpi import MPIFramework
 
 MPI = MPIFramework()
@@ -254,8 +254,23 @@ def test_slots_per_worker_must_not_be_negative() -> None:
 def rules(
     job_: MPIJob, replicas: tuple[ObservedPhase, ...] = (), **statuses: Any
 ) -> list[tuple[str, str, str]]:
+    """The conditions the rules propose, in order."""
     found = MPI.status_rules(status_context(job_, statuses, replicas))
-    return [(p.type.value, p.reason, p.message) for p in found]
+    return [(p.type.value, p.reason, p.message) for p in found if isinstance(p, ConditionProposal)]
+
+
+def events(
+    job_: MPIJob, replicas: tuple[ObservedPhase, ...] = (), **statuses: Any
+) -> list[tuple[str, str, str]]:
+    """The events the rules record, with their conditions' or on their own, in order."""
+    found = MPI.status_rules(status_context(job_, statuses, replicas))
+    recorded: list[tuple[str, str, str]] = []
+    for p in found:
+        if isinstance(p, StatusEvent):
+            recorded.append((p.type, p.reason, p.message))
+        elif p.event is not None:
+            recorded.append((p.event.type, p.event.reason or p.reason, p.event.message or p.message))
+    return recorded
 
 
 def launcher(phase: str, reason: str | None = None) -> ObservedPhase:
@@ -266,20 +281,25 @@ def worker(index: int, phase: str, reason: str | None = None) -> ObservedPhase:
     return ObservedPhase("Worker", index, phase, reason=reason)
 
 
-def test_running_when_the_launcher_and_every_worker_run() -> None:
-    observed_ = (launcher("Running"), worker(0, "Running"), worker(1, "Running"))
+def test_running_while_the_launcher_runs_in_upstreams_words() -> None:
+    observed_ = (launcher("Running"), worker(0, "Running"), worker(1, "Pending"))
     found = rules(
-        mpijob({"Launcher": 1, "Worker": 2}), observed_, Launcher=counted(active=1), Worker=counted(active=2)
+        mpijob({"Launcher": 1, "Worker": 2}), observed_, Launcher=counted(active=1), Worker=counted(active=1)
     )
-    assert found == [
-        ("Running", "MPIJobRunning", "MPIJob hpc/pi is running."),
-        ("Running", "MPIJobRunning", "MPIJob pi is running."),
-    ]
+    assert found == [("Running", "MPIJobRunning", "MPIJob pi is running.")]
 
 
-def test_not_running_while_a_worker_is_pending() -> None:
+def test_the_launcher_and_every_worker_running_is_recorded_as_an_event() -> None:
+    observed_ = (launcher("Running"), worker(0, "Running"), worker(1, "Running"))
+    statuses = {"Launcher": counted(active=1), "Worker": counted(active=2)}
+    built = mpijob({"Launcher": 1, "Worker": 2})
+    assert events(built, observed_, **statuses) == [("Normal", "MPIJobRunning", "MPIJob hpc/pi is running")]
+    assert rules(built, observed_, **statuses) == [("Running", "MPIJobRunning", "MPIJob pi is running.")]
+
+
+def test_no_running_event_while_a_worker_is_pending() -> None:
     observed_ = (launcher("Pending"), worker(0, "Running"), worker(1, "Pending"))
-    assert rules(mpijob({"Launcher": 1, "Worker": 2}), observed_, Worker=counted(active=1)) == []
+    assert events(mpijob({"Launcher": 1, "Worker": 2}), observed_, Worker=counted(active=1)) == []
 
 
 def test_a_local_launcher_runs_the_job_alone() -> None:
@@ -287,24 +307,35 @@ def test_a_local_launcher_runs_the_job_alone() -> None:
     found = MPI.status_rules(
         status_context(built, {"Launcher": counted(active=1)}, (launcher("Running"),), colocated=True)
     )
-    assert found[0].message == "MPIJob hpc/pi is running."
+    assert [p.message for p in found] == ["MPIJob hpc/pi is running", "MPIJob pi is running."]
 
 
-def test_succeeded_when_the_launcher_pod_succeeded() -> None:
-    found = rules(
-        mpijob({"Launcher": 1, "Worker": 1}), (launcher("Succeeded"),), Launcher=counted(succeeded=1)
-    )
-    assert found[0] == ("Succeeded", "MPIJobSucceeded", "MPIJob hpc/pi successfully completed.")
-    assert found[-1] == ("Succeeded", "MPIJobSucceeded", "MPIJob pi is successfully completed.")
+def test_succeeded_in_the_generic_rules_words_when_the_launcher_pod_succeeded() -> None:
+    built = mpijob({"Launcher": 1, "Worker": 1})
+    found = rules(built, (launcher("Succeeded"),), Launcher=counted(succeeded=1))
+    assert found == [("Succeeded", "MPIJobSucceeded", "MPIJob pi is successfully completed.")]
 
 
-def test_a_failed_launcher_fails_the_job_with_the_pod_reason() -> None:
+def test_the_launcher_pods_success_is_recorded_under_upstreams_plural_reason() -> None:
+    built = mpijob({"Launcher": 1, "Worker": 1})
+    found = events(built, (launcher("Succeeded"),), Launcher=counted(succeeded=1))
+    assert found[0] == ("Normal", "mpijobsSucceeded", "MPIJob hpc/pi successfully completed.")
+
+
+def test_a_failed_launcher_is_recorded_with_the_pod_reason() -> None:
+    found = events(mpijob({"Launcher": 1}), (launcher("Failed", "OOMKilled"),), Launcher=counted(failed=1))
+    assert found[0] == ("Warning", "OOMKilled", "MPIJob hpc/pi has failed")
+
+
+def test_a_failed_launcher_without_a_reason_is_recorded_as_mpijobfailed() -> None:
+    assert events(mpijob({"Launcher": 1}), (launcher("Failed"),))[0][1] == "MPIJobFailed"
+
+
+def test_a_failed_launcher_fails_the_job_by_the_generic_rules() -> None:
     found = rules(mpijob({"Launcher": 1}), (launcher("Failed", "OOMKilled"),), Launcher=counted(failed=1))
-    assert found[0] == ("Failed", "OOMKilled", "MPIJob hpc/pi has failed")
-
-
-def test_a_failed_launcher_without_a_reason_fails_with_mpijobfailed() -> None:
-    assert rules(mpijob({"Launcher": 1}), (launcher("Failed"),))[0][1] == "MPIJobFailed"
+    assert found == [
+        ("Failed", "MPIJobMPIJobFailed", "MPIJob pi is failed because 1 Launcher replica(s) failed.")
+    ]
 
 
 def test_an_evicted_launcher_fails_the_job_as_evicted() -> None:
