@@ -188,7 +188,10 @@ class Actor:
             # On every reconcile while it holds: the recorder folds the repeats into one Event with a count.
             self._event(target, EventType.WARNING, finding.reason, finding.message)
         suspended = bool(target.job.run_policy.suspend)
-        if not decision.status.is_finished and (not suspended or target.framework.companions_while_suspended):
+        # Until the reconcile that finishes the job, included: upstream's MPI controllers rewrite
+        # discover_hosts.sh before their status rules fail the job (a worker that failed is no longer in it).
+        was_finished = target.job.status.is_finished
+        if not was_finished and (not suspended or target.framework.companions_while_suspended):
             # What the pods mount or run as must exist before them (MPIJob v1: RBAC and <job>-config).
             await self._guard(outcome, "ensure companions", self._ensure_companions(target))
         if not decision.status.is_finished:

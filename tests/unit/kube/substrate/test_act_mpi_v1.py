@@ -3,10 +3,15 @@ recheck period so a deleted one comes back, and not posted on every reconcile in
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from typing import Any
+
 import httpx2
 
 from builders import job
+from kubetrain.api.common import ConditionStatus, ConditionType, JobStatus
 from kubetrain.engine.admission import admit
+from kubetrain.engine.conditions import update_conditions
 from kubetrain.engine.types import Decision
 from kubetrain.frameworks.registry import framework_for
 from kubetrain.kube.act import Actor, Target
@@ -28,6 +33,7 @@ COMPANIONS = {
     "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings",
 }
 PERIOD = 300.0
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 class FakeClock:
@@ -114,3 +120,34 @@ async def test_a_forgotten_job_is_new_again_so_its_record_does_not_outlive_it() 
     acting.forget("u1")
     await reconcile(acting)
     assert sorted(companion_posts(api)) == sorted(COMPANIONS)
+
+
+def failed(status: JobStatus) -> JobStatus:
+    return update_conditions(
+        status, ConditionType.FAILED, ConditionStatus.TRUE, "MPIJobMPIJobFailed", "x", NOW
+    )
+
+
+def config_writes(api: FakeApi) -> list[Any]:
+    return [
+        body
+        for method, path, body in api.requests
+        if method == "PUT" and path.endswith("/configmaps/j-config")
+    ]
+
+
+async def test_the_reconcile_that_fails_the_job_still_drops_a_failed_worker_from_discover_hosts() -> None:
+    """Upstream rewrites discover_hosts.sh before its status rules fail the job."""
+    api = FakeApi()
+    target = Target("default/j", STORED, MPIJOB, framework_for(MPIJOB), running_hosts=())
+    await actor(api, FakeClock()).carry_out(target, Decision(status=failed(MPIJOB.status)))
+    assert [body["data"]["discover_hosts.sh"] for body in config_writes(api)] == ["#!/bin/sh"]
+
+
+async def test_a_job_finished_before_the_reconcile_gets_no_companion_or_config_write() -> None:
+    api = FakeApi()
+    finished = MPIJOB.with_status(failed(MPIJOB.status))
+    target = Target("default/j", STORED, finished, framework_for(finished))
+    await actor(api, FakeClock()).carry_out(target, Decision(status=finished.status))
+    assert not companion_posts(api)
+    assert not config_writes(api)
