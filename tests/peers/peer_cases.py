@@ -28,9 +28,10 @@ RESUME = Patch({"spec": {"runPolicy": {"suspend": False}}}, "resume")
 # --- the peers' examples -----------------------------------------------------------------------------------
 
 
-def example_jobs(directory: Path, kinds: set[str], api_version: str) -> list[Case]:
+def example_jobs(directory: Path, kinds: set[str], api_version: str, prefix: str = "example") -> list[Case]:
     """Every job manifest under ``directory`` of one of ``kinds`` and ``api_version``, as its release ships
-    it, each a case named after its file; created and compared as they are made (no pod is driven)."""
+    it, each a case named ``<prefix>-<its file>``; created and compared as they are made (no pod is
+    driven)."""
     cases = []
     for path in sorted(directory.rglob("*.yaml")):
         for document in yaml.safe_load_all(path.read_text()):
@@ -38,7 +39,7 @@ def example_jobs(directory: Path, kinds: set[str], api_version: str) -> list[Cas
                 continue
             if document.get("kind") in kinds and document.get("apiVersion") == api_version:
                 name = str(path.relative_to(directory).with_suffix("")).replace("/", "-")
-                cases.append(Case(f"example-{name}", document))
+                cases.append(Case(f"{prefix}-{name}", document))
     return cases
 
 
