@@ -73,7 +73,8 @@ class EventStyle(StrEnum):
     """No event for ``Created`` or ``Running``; ``Suspended`` on every reconcile while suspended;
     ``Resumed`` when it is resumed."""
     MPI_OPERATOR = "mpi-operator"
-    """``Created``, ``Suspended`` and ``Resumed`` once each, when they happen."""
+    """``Created``, ``Suspended`` and ``Resumed`` once each, when they happen; a suspended job's conditions
+    and launcher Job as that operator makes them (``engine.suspension``)."""
 
 
 @dataclass(frozen=True)

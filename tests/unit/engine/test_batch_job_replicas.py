@@ -149,3 +149,25 @@ def test_workers_are_no_longer_counted_once_the_launcher_ended() -> None:
     status = _decide(_mpijob(), ended).status
     assert status.replica_statuses["Worker"].succeeded == 0
     assert status.replica_statuses["Launcher"].succeeded == 1
+
+
+def test_a_job_created_suspended_gets_its_launcher_job_at_once_and_no_workers() -> None:
+    """The mpi-operator makes the launcher Job at once, suspended, so a queue (Kueue) can admit it."""
+    suspended = _mpijob(runPolicy={"suspend": True})
+    assert actions_of(_decide(suspended, observe()), CreateReplica) == [CreateReplica("Launcher", 0)]
+
+
+def test_a_suspended_job_whose_launcher_job_exists_creates_nothing() -> None:
+    suspended = _mpijob(runPolicy={"suspend": True})
+    observation = observe(replica("Launcher", 0, Phase.PENDING))
+    assert not actions_of(_decide(suspended, observation), CreateReplica)
+
+
+def test_a_job_created_suspended_is_not_running_and_lists_every_replica_type_without_counts() -> None:
+    status = _decide(_mpijob(runPolicy={"suspend": True}), observe()).status
+    assert [(c.type, c.status, c.reason) for c in status.conditions[1:]] == [
+        (ConditionType.SUSPENDED, "True", "MPIJobSuspended"),
+        (ConditionType.RUNNING, "False", "MPIJobSuspended"),
+    ]
+    assert sorted(status.replica_statuses) == ["Launcher", "Worker"]
+    assert all(s.active == s.succeeded == s.failed == 0 for s in status.replica_statuses.values())
