@@ -28,6 +28,7 @@ from typing import Any, Protocol
 import aiohttp
 import httpx2
 
+from kubetrain.kube.runtime import wire
 from kubetrain.kube.runtime.clock import Clock, LoopClock
 
 QueryParams = Mapping[str, str | int]
@@ -143,7 +144,7 @@ class ApiResponse:
     content: bytes
 
     def json(self) -> Any:
-        return jsonlib.loads(self.content)
+        return wire.decode(self.content)
 
 
 class _StreamedResponse:
