@@ -60,9 +60,14 @@ def pytorch_job(
         "pytorch", TEST_IMAGE, imagePullPolicy="Never", command=["python", "-u", "-c", command], **fields
     )
     replicas: dict[str, int | None] = {"Master": 1, "Worker": workers} if workers else {"Master": 1}
-    return manifest(
+    job = manifest(
         "PyTorchJob", replicas, name=name, namespace=None, containers=[main], restart_policy=restart_policy
     )
+    for spec in job["spec"]["pytorchReplicaSpecs"].values():
+        # A process that is PID 1 ignores SIGTERM: without this each pod holds its namespace's deletion for
+        # the default 30 s.
+        spec["template"]["spec"]["terminationGracePeriodSeconds"] = 1
+    return job
 
 
 def create(cluster: RealCluster, namespace: str, job: dict[str, Any]) -> None:

@@ -28,9 +28,13 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from kubetrain.api.jobs import GROUP
+from kubetrain.frameworks.labels import OPERATOR_NAME_LABEL
+from kubetrain.kube.batch_jobs import batch_job_template
 from kubetrain.kube.runtime.reflector import strip_managed_fields
 
 POD_SPEC_KEPT = ("nodeName", "schedulerName")
+OTHER_JOB_METADATA_KEPT = ("name", "namespace", "uid", "resourceVersion", "ownerReferences")
 CONTAINER_KEPT = ("name", "image", "resources")
 CONTAINER_LISTS = ("initContainers", "containers")
 INTERNED_LENGTH = 64
@@ -76,3 +80,24 @@ def compact_service(service: dict[str, Any]) -> dict[str, Any]:
     for key in ("spec", "status"):
         service.pop(key, None)
     return dict(interned(service))
+
+
+def compact_batch_job(job: dict[str, Any]) -> dict[str, Any]:
+    """A batch/v1 Job of the operator's (controlled by a training job, or its pod template labelled as the
+    operator's) whole but ``managedFields``, interned; any other Job only its identity.
+
+    The operator caches every Job of the cluster, unselected: the mpi-operator labels its launcher Job only
+    ``app: <job>``, which no selector can tell from anyone's. A cluster's other Jobs (CronJobs', pipelines')
+    can number thousands, each with a whole pod template the operator never reads: cached as a name and an
+    owner, they cost what a service does."""
+    strip_managed_fields(job)
+    metadata = job.get("metadata") or {}
+    controlled = any(
+        ref.get("controller") and str(ref.get("apiVersion", "")).split("/")[0] == GROUP
+        for ref in metadata.get("ownerReferences") or ()
+    )
+    labelled = OPERATOR_NAME_LABEL in ((batch_job_template(job).get("metadata") or {}).get("labels") or {})
+    if not (controlled or labelled):
+        kept = {key: metadata[key] for key in OTHER_JOB_METADATA_KEPT if key in metadata}
+        job = {"apiVersion": job.get("apiVersion"), "kind": job.get("kind"), "metadata": kept}
+    return dict(interned(job))

@@ -31,7 +31,7 @@ from kubetrain.frameworks.base import Framework
 from kubetrain.frameworks.labels import OPERATOR_NAME_LABEL
 from kubetrain.kube.act import Actor, pod_group_collection
 from kubetrain.kube.batch_jobs import batch_job_template
-from kubetrain.kube.compact import compact_object, compact_pod, compact_service
+from kubetrain.kube.compact import compact_batch_job, compact_object, compact_pod, compact_service
 from kubetrain.kube.controller import ChildStores, JobController, child_routing
 from kubetrain.kube.events import EventRecorder
 from kubetrain.kube.health import check_route, metrics_route, serve_http
@@ -173,8 +173,9 @@ class Operator:
         batch_jobs: Informer | None = None
         if any(_runs_batch_jobs(f) for f in settings.frameworks):
             # Unselected, as the mpi-operator watches them: its launcher Job is labelled only `app: <job>`
-            # (kubetrain's too, since it makes the same Job), so the store keeps them by owner.
-            batch_jobs = self._informer(Job)
+            # (kubetrain's too, since it makes the same Job), so the store keeps them by owner; others are
+            # cached as their identity only (kube.compact).
+            batch_jobs = self._informer(Job, transform=compact_batch_job)
         children = ChildStores(
             pods.store,
             services.store,

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 import aiohttp
 import httpx2
+from aiohttp.abc import AbstractStreamWriter
 
 from kubetrain.kube.runtime import wire
 from kubetrain.kube.runtime.clock import Clock, LoopClock
@@ -279,6 +280,28 @@ class _Pool:
             self._session = None
 
 
+class _FencedBody(aiohttp.BytesPayload):
+    """A write's body that asks the fence as aiohttp writes it to the socket: the request's headers are held
+    back to go out with the body, so a refusal here sends nothing, and nothing awaits between the answer
+    and the bytes reaching the kernel. Asking any earlier leaves a window: a request cleared before it waits
+    for a free connection, or before a paused process (SIGSTOP, a stalled VM) resumes, went out after the
+    Lease had passed to another replica (the fault suite's paused leader saw two such creates)."""
+
+    def __init__(self, value: bytes, fence: WriteFence, refusal: str, content_type: str) -> None:
+        super().__init__(value, content_type=content_type)
+        self._fence = fence
+        self._refusal = refusal
+
+    async def write_with_length(self, writer: AbstractStreamWriter, content_length: int | None) -> None:
+        if not self._fence():
+            # aiohttp closes the connection and raises ClientConnectionError with this as its cause.
+            raise NotLeadingError(self._refusal)
+        await super().write_with_length(writer, content_length)
+
+    async def write(self, writer: AbstractStreamWriter) -> None:
+        await self.write_with_length(writer, None)
+
+
 class ApiSession:
     """``HttpApi`` over one aiohttp session (created on first use, inside the running loop), with the
     client-side rate limit and the request counter every request passes, and optionally a write fence."""
@@ -328,9 +351,9 @@ class ApiSession:
         """The same session (connections, rate limit, counter) whose writes are each sent only if ``fence()``
         says so at that moment, else refused with ``NotLeadingError``; reads are never fenced.
 
-        The check runs after the rate limiter's wait (which can be seconds in a burst) and right before the
-        request is handed to its connection: what can still pass between them is opening a new connection
-        when none is idle (milliseconds)."""
+        The fence is asked as the write's bytes go to the socket, after every wait (the rate limiter's, which
+        can be seconds in a burst; a free connection's; a process paused past its Lease): nothing awaits
+        between the answer and the write, so what a refused write leaves is a few microseconds of CPU."""
         other = self._sharing_pool(self._bucket)
         other._fence = fence
         return other
@@ -398,6 +421,12 @@ class ApiSession:
         if body is not None:
             raw = jsonlib.dumps(body).encode()
             headers = {"Content-Type": "application/json", **(headers or {})}
+        fence = None if method in READ_METHODS else self._fence
+        if fence is not None and raw is None:
+            # An empty DeleteOptions (the API server's default for a DELETE without a body), so that the
+            # fence can be asked as the bytes are written: see _FencedBody.
+            raw = b"{}"
+            headers = {"Content-Type": "application/json", **(headers or {})}
         await self._bucket.acquire()
         session = self._connected()
         retried = False
@@ -405,19 +434,29 @@ class ApiSession:
         counted = False
         while True:
             sent = {**self._identified(headers), **await self._credentials.headers()}
-            # For each attempt, after every wait and right before the request goes out: a write cleared
-            # before the rate limiter's or a 429's wait is not cleared after it.
-            if self._fence is not None and method not in READ_METHODS and not self._fence():
-                raise NotLeadingError(f"{method} {url} not sent: this replica does not hold the leader Lease")
+            refusal = f"{method} {url} not sent: this replica does not hold the leader Lease"
+            # For each attempt, after every wait: a write cleared before the rate limiter's or a 429's wait is
+            # not cleared after it. Asked here too so that a refused write takes no connection.
+            if fence is not None and not fence():
+                raise NotLeadingError(refusal)
             if not counted:
                 self._counter.by_method[method] += 1
                 counted = True
-            async with session.request(
-                method, self._server + url, params=params, data=raw, headers=sent, proxy=self._pool.proxy
-            ) as response:
-                content = await response.read()
-                answer = ApiResponse(response.status, response.reason or "", content)
-                retry_after = _retry_after(response.headers.get("Retry-After"))
+            data: bytes | aiohttp.Payload | None = raw
+            if fence is not None and raw is not None:
+                data = _FencedBody(raw, fence, refusal, sent.get("Content-Type", "application/json"))
+            try:
+                async with session.request(
+                    method, self._server + url, params=params, data=data, headers=sent, proxy=self._pool.proxy
+                ) as response:
+                    content = await response.read()
+                    answer = ApiResponse(response.status, response.reason or "", content)
+                    retry_after = _retry_after(response.headers.get("Retry-After"))
+            except aiohttp.ClientConnectionError as error:
+                if isinstance(error.__cause__, NotLeadingError):
+                    self._counter.by_method[method] -= 1
+                    raise error.__cause__ from None
+                raise
             if answer.status_code == 429 and throttled < MAX_THROTTLED_RETRIES:
                 # API Priority and Fairness rejected it (its queues for this flow are full): wait as the
                 # server asks and try again, as client-go does, rather than fail the reconcile.

@@ -265,6 +265,45 @@ async def test_a_fenced_session_sends_writes_only_while_the_fence_allows_them(se
     assert counter.total == 1, "a refused write was never sent, so it is not counted"
 
 
+async def test_a_write_is_fenced_again_as_its_bytes_go_out_and_then_sends_nothing() -> None:
+    # The last check is the one that counts: a write cleared before it waited for a connection, or before
+    # the process was paused past its Lease, must not reach the wire when leadership is gone by then.
+    received = bytearray()
+
+    async def record(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        received.extend(await reader.read())
+        writer.close()
+
+    wire = await asyncio.start_server(record, "127.0.0.1", 0)
+    port = wire.sockets[0].getsockname()[1]
+    answers = iter([True, False])
+    counter = RequestCounter()
+    session = ApiSession(
+        f"http://127.0.0.1:{port}",
+        tls=ssl.create_default_context(),
+        credentials=Credentials(None, f"http://127.0.0.1:{port}"),
+        bucket=TokenBucket(qps=0, burst=0),
+        counter=counter,
+        timeout=5,
+    ).fenced(lambda: next(answers))
+    with pytest.raises(NotLeadingError, match="POST /api/v1/namespaces/a/pods not sent"):
+        await session.post("/api/v1/namespaces/a/pods", json={"kind": "Pod"})
+    await session.aclose()
+    await settle()
+    wire.close()
+    await wire.wait_closed()
+    assert bytes(received) == b"", "not even the request line or headers went out"
+    assert counter.total == 0
+
+
+async def test_a_fenced_delete_carries_empty_delete_options_for_its_check(server: Server) -> None:
+    session = server.session().fenced(lambda: True)
+    await session.delete("/api/v1/namespaces/a/pods/p")
+    await session.aclose()
+    method, _, headers, body = server.seen[0]
+    assert (method, headers["Content-Type"], body) == ("DELETE", "application/json", b"{}")
+
+
 async def test_a_fenced_session_still_reads(server: Server) -> None:
     session = server.session().fenced(lambda: False)
     response = await session.get("/api/v1/pods")

@@ -7,8 +7,9 @@ import json
 from typing import Any
 
 from kubetrain.api.manifest import parse_job
+from kubetrain.frameworks.labels import OPERATOR_NAME_LABEL
 from kubetrain.frameworks.registry import framework_for
-from kubetrain.kube.compact import compact_object, compact_pod, compact_service
+from kubetrain.kube.compact import compact_batch_job, compact_object, compact_pod, compact_service
 from kubetrain.kube.observe import observe
 from kubetrain.kube.plan import kubernetes_plan
 
@@ -163,4 +164,49 @@ def test_a_compacted_job_is_the_whole_job_but_its_managed_fields() -> None:
     assert compacted == {
         **wire,
         "metadata": {k: v for k, v in wire["metadata"].items() if k != "managedFields"},
+    }
+
+
+def batch_job(owner: dict[str, Any] | None, template_labels: dict[str, str] | None = None) -> dict[str, Any]:
+    metadata: dict[str, Any] = {
+        "name": "nightly-report",
+        "namespace": "team",
+        "uid": "batch-uid",
+        "resourceVersion": "7",
+        "labels": {"app": "nightly-report"},
+        "managedFields": MANAGED,
+    }
+    if owner is not None:
+        metadata["ownerReferences"] = [{**owner, "controller": True, "uid": "owner-uid", "name": "owner"}]
+    template = {"metadata": {"labels": template_labels or {}}, "spec": {"containers": [{"name": "report"}]}}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": metadata,
+        "spec": {"backoffLimit": 6, "template": template},
+        "status": {"active": 1},
+    }
+
+
+def test_a_batch_job_a_training_job_controls_is_kept_whole_but_its_managed_fields() -> None:
+    launcher = batch_job({"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob"})
+    expected = copy.deepcopy(launcher)
+    del expected["metadata"]["managedFields"]
+    assert compact_batch_job(launcher) == expected
+
+
+def test_a_batch_job_whose_pods_are_labelled_as_the_operators_is_kept_whole() -> None:
+    orphan = batch_job(None, {OPERATOR_NAME_LABEL: "training-operator"})
+    assert compact_batch_job(copy.deepcopy(orphan))["spec"] == orphan["spec"]
+
+
+def test_any_other_batch_job_is_cached_as_its_identity_only() -> None:
+    cron_run = batch_job({"apiVersion": "batch/v1", "kind": "CronJob"})
+    assert compact_batch_job(copy.deepcopy(cron_run)) == {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            key: cron_run["metadata"][key]
+            for key in ("name", "namespace", "uid", "resourceVersion", "ownerReferences")
+        },
     }
