@@ -1,10 +1,10 @@
 """Decoding the API server's JSON: orjson, with the standard library's decoder behind it.
 
 At start-up the operator decodes every object it caches: 80 MB of JSON for 2,000 finished jobs with their
-10,000 pods and 10,000 services (``bench/many_jobs.py``), where the standard library's decoder was a third
-of the start-up's CPU (py-spy). orjson (Rust, Apache-2.0 OR MIT, wheels for every platform the operator's
-image is built for) decodes the same bytes to the same dicts in less time (docs/benchmarks.md, "Many
-jobs"), and shares the keys it decodes through a cache of its own, as ``kube.compact`` then interns them.
+10,000 pods and 10,000 services (``bench/many_jobs.py``), where the standard library's decoder, with the
+collections it set off, was a third of the start-up's CPU (py-spy). orjson (Rust, Apache-2.0 OR MIT, wheels
+for every platform the operator's image is built for) decodes the same bytes to the same dicts in less
+time (docs/benchmarks.md, "Many jobs"), and shares the keys it decodes through a cache of its own.
 
 orjson refuses two things the standard library reads: a lone surrogate escape (``"\\ud800"``) and a number
 beyond a double's range. The API server (Go) should never send either, but a document that has one is
