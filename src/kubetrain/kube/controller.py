@@ -27,7 +27,7 @@ from kubetrain.frameworks.base import Framework
 from kubetrain.frameworks.labels import JOB_NAME_LABEL, OPERATOR_NAME_LABEL
 from kubetrain.kube.act import Actor, Target
 from kubetrain.kube.metrics import OperatorMetrics
-from kubetrain.kube.observe import ContainerKey, observe, replica_identity, with_last_lines
+from kubetrain.kube.observe import ContainerKey, PodObservations, observe, replica_identity, with_last_lines
 from kubetrain.kube.previous_logs import PreviousLogs
 from kubetrain.kube.runtime.expectations import Expectations, expectation_key
 from kubetrain.kube.runtime.queue import QueueShutDownError, WorkQueue
@@ -36,6 +36,9 @@ from kubetrain.kube.runtime.store import ChangeType, KubeObject, ObjectChange, S
 
 log = logging.getLogger(__name__)
 outcomes = logging.getLogger("kubetrain.reconcile")
+
+REMEMBERED_FROM_PODS = 100
+"""A job of this many pods or more keeps its pods' observations between reconciles (``PodObservations``)."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,9 @@ class JobController:
         self._threads = max(1, threads)
         self._addressing = addressing or ClusterAddressing()
         self._previous_logs = previous_logs
+        self._remembered: dict[str, PodObservations] = {}
+        """By job key, for jobs of at least ``REMEMBERED_FROM_PODS`` pods: what observing costs a small job
+        is not worth the memory of keeping it for the thousands of jobs a cluster may hold."""
         """Where the last lines of crash-looping containers come from; None: findings go without them."""
 
     @property
@@ -170,6 +176,7 @@ class JobController:
         stored = self.jobs.get(key)
         if stored is None:
             self._expectations.delete_prefix(f"{key}/")
+            self._remembered.pop(key, None)
             return None
         if (stored.get("metadata") or {}).get("deletionTimestamp"):
             return None
@@ -193,8 +200,20 @@ class JobController:
             autoscaler = None  # someone else's HPA of that name: never updated (creating one is refused)
         batch_jobs = self._children.batch_jobs.by_owner(uid) if self._children.batch_jobs else []
         runs = [(batch_job, self._children.pods.by_owner(_uid(batch_job))) for batch_job in batch_jobs]
+        remembered = None
+        if len(pods) >= REMEMBERED_FROM_PODS:
+            remembered = self._remembered.setdefault(key, PodObservations())
+        else:
+            self._remembered.pop(key, None)
         observation = observe(
-            job, self.framework, pods, services, pod_group, gang_scheduling=gang, batch_jobs=runs
+            job,
+            self.framework,
+            pods,
+            services,
+            pod_group,
+            gang_scheduling=gang,
+            batch_jobs=runs,
+            remembered=remembered,
         )
         if autoscalers is not None:
             observation = replace(observation, autoscaler=autoscaler is not None)

@@ -1,0 +1,96 @@
+"""A big job's pods' observations kept between its reconciles (PodObservations): the same answers as
+observing afresh, and only the pods that changed observed again."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from builders import job
+from kubetrain.engine.types import Phase
+from kubetrain.frameworks.registry import framework_for
+from kubetrain.kube import observe as observing
+from kubetrain.kube.observe import PodObservations, observe
+
+PYTORCH = job("PyTorchJob", {"Master": 1, "Worker": 2})
+FRAMEWORK = framework_for(PYTORCH)
+
+
+def pod(replica_type: str, index: int, version: str, phase: str = "Running") -> dict[str, Any]:
+    labels = {
+        "training.kubeflow.org/replica-type": replica_type,
+        "training.kubeflow.org/replica-index": str(index),
+    }
+    return {
+        "metadata": {
+            "name": f"j-{replica_type}-{index}",
+            "uid": f"uid-{replica_type}-{index}",
+            "resourceVersion": version,
+            "labels": labels,
+        },
+        "spec": {"containers": [{"name": "pytorch"}]},
+        "status": {"phase": phase, "containerStatuses": []},
+    }
+
+
+PODS = [pod("master", 0, "1"), pod("worker", 0, "1"), pod("worker", 1, "1")]
+
+
+@pytest.fixture
+def observed_pods(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the pods ``observe_pod`` is asked about, in order."""
+    asked: list[str] = []
+    original = observing.observe_pod
+
+    def counting(pod: Any, *args: Any) -> Any:
+        asked.append(pod["metadata"]["name"])
+        return original(pod, *args)
+
+    monkeypatch.setattr(observing, "observe_pod", counting)
+    return asked
+
+
+def test_remembered_observations_are_those_of_observing_afresh() -> None:
+    remembered = PodObservations()
+    observe(PYTORCH, FRAMEWORK, PODS, None, remembered=remembered)
+    assert observe(PYTORCH, FRAMEWORK, PODS, None, remembered=remembered) == observe(
+        PYTORCH, FRAMEWORK, PODS, None
+    )
+
+
+def test_only_a_pod_at_a_new_resource_version_is_observed_again(observed_pods: list[str]) -> None:
+    remembered = PodObservations()
+    observe(PYTORCH, FRAMEWORK, PODS, None, remembered=remembered)
+    failed = pod("worker", 1, "2", phase="Failed")
+    observed_pods.clear()
+
+    observation = observe(PYTORCH, FRAMEWORK, [*PODS[:2], failed], None, remembered=remembered)
+
+    assert observed_pods == ["j-worker-1"]
+    assert [replica.phase for replica in observation.replicas] == [Phase.RUNNING, Phase.RUNNING, Phase.FAILED]
+
+
+def test_a_change_of_the_jobs_spec_observes_every_pod_again(observed_pods: list[str]) -> None:
+    remembered = PodObservations()
+    observe(PYTORCH, FRAMEWORK, PODS, None, remembered=remembered)
+    edited = PYTORCH.model_copy(deep=True)
+    edited.metadata.generation = (PYTORCH.metadata.generation or 0) + 1
+    observed_pods.clear()
+
+    observe(edited, FRAMEWORK, PODS, None, remembered=remembered)
+
+    assert observed_pods == ["j-master-0", "j-worker-0", "j-worker-1"]
+
+
+def test_a_deleted_pods_observation_is_not_kept(observed_pods: list[str]) -> None:
+    remembered = PodObservations()
+    observe(PYTORCH, FRAMEWORK, PODS, None, remembered=remembered)
+    observe(PYTORCH, FRAMEWORK, PODS[:2], None, remembered=remembered)
+    observed_pods.clear()
+
+    observe(PYTORCH, FRAMEWORK, PODS, None, remembered=remembered)
+
+    assert observed_pods == ["j-worker-1"], (
+        "observed again: its answer went with the reconcile that missed it"
+    )
