@@ -17,6 +17,9 @@ replica counted. Then, for each operator in turn (the order alternating between 
   and services have seen all 5 of each; the median of 5 posted one after another (then deleted, with
   their pods, so every run starts from the same state).
 
+The state is written only where the namespace holds fewer jobs than asked for, so later runs on the same
+envtest reuse it (writing it took 528 s here); ``kubetrain envtest start`` begins with an empty etcd.
+
 Usage::
 
     kubetrain envtest start --dir /tmp/envtest-many
@@ -222,6 +225,15 @@ async def idle(pid: int, timeout: float) -> None:
     raise TimeoutError("the operator did not go idle")
 
 
+def high_water_rss(pid: int) -> int:
+    """The process's peak RSS so far in bytes (Linux's VmHWM), or 0 where /proc does not say."""
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
 UPSTREAM_RECONCILE = re.compile(
     r'^time="(?P<at>[^"]+)" level=info msg="Reconciling for job (?P<job>[\w.-]+)"'
 )
@@ -318,6 +330,9 @@ async def measure(operator: str, jobs: int, admin: Path, index: int, timeout: fl
         start_cpu = cpu_seconds(process.pid)
         await asyncio.sleep(2.0)
         rest = psutil.Process(process.pid).memory_info().rss
+        # The sampler starts only once the operator is ready; the kernel's high-water mark covers the
+        # lists before that, where the start-up's peak is.
+        peak[0] = max(peak[0], high_water_rss(process.pid))
         new_job = statistics.median([await new_job_reaction(client, name, timeout) for name in names])
     finally:
         sampler.cancel()

@@ -327,6 +327,19 @@ class Operator:
     def _job_namespaces(self) -> set[str]:
         return {str((job.get("metadata") or {}).get("namespace")) for c in self.controllers for job in c.jobs}
 
+    async def _sync_caches(self) -> None:
+        """Wait for every informer's first list; with the collector tuned, freeze what survived (the caches).
+
+        The collector stays paused from the first list until the freeze (each reflector pauses it while it
+        lists, ``collector.paused``): the freeze's full collection is then the only walk of the filled
+        caches, where the first collection after the lists and the freeze's would each walk all of them."""
+        if not self.settings.gc_young_threshold:
+            await wait_for_sync(self.informers, CACHE_SYNC_TIMEOUT)
+            return
+        with collector.paused():
+            await wait_for_sync(self.informers, CACHE_SYNC_TIMEOUT)
+            collector.freeze_survivors()
+
     async def run(self, stop: asyncio.Event) -> int:
         """Run until ``stop`` is set (0) or the Lease is lost (1)."""
         if self.settings.gc_young_threshold:
@@ -340,7 +353,7 @@ class Operator:
             if self.status_endpoint is not None:
                 # Before any reconcile: the CA must be known when the first pods are created.
                 await self.status_endpoint.start()
-            synced = asyncio.ensure_future(wait_for_sync(self.informers, CACHE_SYNC_TIMEOUT))
+            synced = asyncio.ensure_future(self._sync_caches())
             stopping = asyncio.ensure_future(stop.wait())
             await asyncio.wait({synced, stopping}, return_when=asyncio.FIRST_COMPLETED)
             stopping.cancel()
@@ -348,8 +361,6 @@ class Operator:
                 synced.cancel()
                 return 0
             synced.result()
-            if self.settings.gc_young_threshold:
-                collector.freeze_survivors()
             log.info("caches synced: %s", ", ".join(f"{i.kind}={len(i.store)}" for i in self.informers))
             if self.elector is None:
                 await run_until_stopped(self._reconcile_all(), stop)

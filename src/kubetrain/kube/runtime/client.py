@@ -20,6 +20,7 @@ from lightkube import KubeConfig
 from lightkube.config.client_adapter import user_auth, verify_cluster
 from lightkube.core.resource import Resource, api_info
 
+from kubetrain.kube.runtime import wire
 from kubetrain.kube.runtime.http import (
     ApiSession,
     Credentials,
@@ -169,7 +170,7 @@ class ApiListWatch:
             params["continue"] = continue_token
         response = await self._http.get(self.path, params=params)
         raise_for_status(response, response.content)
-        body = response.json()
+        body = wire.decode(response.content)
         for item in body.get("items") or []:
             # List items come without kind/apiVersion; give them what watch events carry.
             item.setdefault("kind", self._kind)
@@ -193,5 +194,5 @@ class ApiListWatch:
                 raise_for_status(response, await response.aread())
             async for line in response.aiter_lines():
                 if line.strip():
-                    event: dict[str, Any] = json.loads(line)
+                    event: dict[str, Any] = wire.decode(line)
                     yield WatchEvent(str(event.get("type")), event.get("object") or {})

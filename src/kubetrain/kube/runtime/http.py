@@ -29,6 +29,7 @@ import aiohttp
 import httpx2
 from aiohttp.abc import AbstractStreamWriter
 
+from kubetrain.kube.runtime import wire
 from kubetrain.kube.runtime.clock import Clock, LoopClock
 
 QueryParams = Mapping[str, str | int]
@@ -144,7 +145,7 @@ class ApiResponse:
     content: bytes
 
     def json(self) -> Any:
-        return jsonlib.loads(self.content)
+        return wire.decode(self.content)
 
 
 class _StreamedResponse:

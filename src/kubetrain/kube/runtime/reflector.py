@@ -24,6 +24,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from kubetrain.kube.runtime import collector
 from kubetrain.kube.runtime.clock import Clock, LoopClock
 from kubetrain.kube.runtime.store import ChangeType, KubeObject, ObjectChange, Store
 
@@ -154,12 +155,17 @@ class Reflector:
     async def _list(self) -> None:
         objects: list[KubeObject] = []
         continue_token: str | None = None
-        while True:
-            page = await self._source.list_page(limit=self._settings.page_size, continue_token=continue_token)
-            objects.extend(self._transform(item) for item in page.items)
-            continue_token = page.continue_token
-            if not continue_token:
-                break
+        # Every page's objects are new JSON (no cycles), and the page is dropped once transformed: collecting
+        # while they pile up would walk them for nothing (collector.paused says what that cost).
+        with collector.paused():
+            while True:
+                page = await self._source.list_page(
+                    limit=self._settings.page_size, continue_token=continue_token
+                )
+                objects.extend(self._transform(item) for item in page.items)
+                continue_token = page.continue_token
+                if not continue_token:
+                    break
         self.lists += 1
         changes = self.store.replace(objects, page.resource_version)
         self._version = page.resource_version

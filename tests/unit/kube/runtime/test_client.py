@@ -83,6 +83,15 @@ async def test_watch_asks_for_bookmarks_and_a_server_timeout_from_a_version() ->
     ]
 
 
+async def test_a_list_holding_what_orjson_refuses_still_lists() -> None:
+    # A lone surrogate escape in a tenant's annotation: one such object must not keep the cache from syncing.
+    item = b'{"metadata": {"name": "a", "annotations": {"x": "\\udc00"}}}'
+    body = b'{"metadata": {"resourceVersion": "7"}, "items": [' + item + b"]}"
+    source = ApiListWatch(mock_client(lambda _: httpx2.Response(200, content=body)), Pod)
+    page = await source.list_page(limit=10, continue_token=None)
+    assert page.items[0]["metadata"]["annotations"] == {"x": "\udc00"}
+
+
 def status(code: int, reason: str, message: str) -> httpx2.Response:
     return httpx2.Response(code, json={"kind": "Status", "code": code, "reason": reason, "message": message})
 

@@ -99,3 +99,44 @@ def test_a_scrape_completes_while_collections_run_at_every_allocation() -> None:
         gc.set_threshold(700)
         recorder.remove()
     assert observed(registry, "0") > 0
+
+
+@pytest.fixture
+def collector_enabled() -> Iterator[None]:
+    gc.enable()
+    yield
+    gc.enable()
+
+
+@pytest.mark.usefixtures("collector_enabled")
+def test_no_collection_runs_inside_a_paused_block_and_it_runs_again_after() -> None:
+    with collector.paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+
+
+@pytest.mark.usefixtures("collector_enabled")
+def test_overlapping_pauses_end_when_the_last_of_them_ends() -> None:
+    # Informers list their kinds at once on one loop: the first to finish must not resume collection.
+    first, second = collector.paused(), collector.paused()
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)
+    assert not gc.isenabled()
+    second.__exit__(None, None, None)
+    assert gc.isenabled()
+
+
+@pytest.mark.usefixtures("collector_enabled")
+def test_a_block_that_raises_still_ends_its_pause() -> None:
+    with pytest.raises(RuntimeError), collector.paused():
+        raise RuntimeError("list failed")
+    assert gc.isenabled()
+
+
+@pytest.mark.usefixtures("collector_enabled")
+def test_a_collector_disabled_before_the_pause_stays_disabled_after_it() -> None:
+    gc.disable()
+    with collector.paused():
+        pass
+    assert not gc.isenabled()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import gc
 import random
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any, Literal
@@ -270,3 +271,32 @@ async def test_resync_calls_back_every_interval() -> None:
         await clock.advance(600)
     task.cancel()
     assert calls == [1600.0, 2200.0, 2800.0]
+
+
+class CollectorWatchingListWatch(ScriptedListWatch):
+    """Records, at each page it is asked for, whether the cyclic collector may run."""
+
+    def __init__(self, objects: list[dict[str, Any]]) -> None:
+        super().__init__(objects)
+        self.collector_enabled_at_pages: list[bool] = []
+
+    async def list_page(self, *, limit: int, continue_token: str | None) -> ListPage:
+        self.collector_enabled_at_pages.append(gc.isenabled())
+        await asyncio.sleep(0)  # a real page is awaited: the pause must hold across it
+        return await super().list_page(limit=limit, continue_token=continue_token)
+
+
+async def test_the_collector_is_paused_while_a_list_is_read_and_runs_again_once_it_is_in() -> None:
+    source = CollectorWatchingListWatch([pod(f"p{i}", str(i)) for i in range(5)])
+    assert gc.isenabled()
+    async with running(Harness(source, page_size=2)) as harness:
+        assert harness.reflector.has_synced.is_set()
+        assert source.collector_enabled_at_pages == [False, False, False]
+        assert gc.isenabled()
+
+
+async def test_a_failing_list_leaves_the_collector_running() -> None:
+    source = CollectorWatchingListWatch([pod("a", "1")])
+    source.list_failures = [RuntimeError("connection reset")]
+    async with running(Harness(source)):
+        assert gc.isenabled()
