@@ -17,7 +17,18 @@ import yaml
 
 from kubetrain.envtest.kubeapi import KubeObject
 
-from .peer_runner import Await, AwaitDeleted, Case, Fail, Patch, RestartInPlace, Run, Step, Succeed
+from .peer_runner import (
+    Await,
+    AwaitDeleted,
+    AwaitLauncherJobDeleted,
+    Case,
+    Fail,
+    Patch,
+    RestartInPlace,
+    Run,
+    Step,
+    Succeed,
+)
 
 IMAGE = "example.com/trainer:1"
 
@@ -64,6 +75,9 @@ class Kind:
     the job instead; the v2beta1 MPIJob's workers are never re-created)."""
     name: str = ""
     """What its scenarios' names start with (the kind's, lower case, when empty)."""
+    ttl_deletes: str = "job"
+    """What ``ttlSecondsAfterFinished`` deletes: the ``job``, or the ``launcher`` Job only (MPIJob v2beta1:
+    the mpi-operator copies it into the launcher Job and never deletes the MPIJob)."""
 
     @property
     def short(self) -> str:
@@ -144,6 +158,7 @@ MPI_V2 = Kind(
     (("Launcher", 1), ("Worker", 2)),
     policies=("Never", "OnFailure"),
     recreates_failed=False,
+    ttl_deletes="launcher",
 )
 TRAINING_OPERATOR_KINDS = (PYTORCH, TENSORFLOW, XGBOOST, PADDLE, JAX)
 
@@ -208,7 +223,8 @@ def scenarios(kind: Kind) -> Iterator[Case]:
         steps = (*kind.run_all(), Await("Running"), Succeed(kind.leader), Await("Succeeded"))
         yield Case(job, kind.manifest(job, cleanPodPolicy=policy), steps)
     job = f"{name}-ttl"
-    steps = (*kind.run_all(), Await("Running"), *kind.finish(), Await("Succeeded"), AwaitDeleted())
+    deleted = AwaitLauncherJobDeleted() if kind.ttl_deletes == "launcher" else AwaitDeleted()
+    steps = (*kind.run_all(), Await("Running"), *kind.finish(), Await("Succeeded"), deleted)
     yield Case(job, kind.manifest(job, ttlSecondsAfterFinished=1), steps)
 
 

@@ -352,6 +352,23 @@ class AwaitDeleted:
         return "await the job's deletion"
 
 
+@dataclass(frozen=True)
+class AwaitLauncherJobDeleted:
+    """Until the job's launcher Job is gone (a v2beta1 MPIJob's TTL: the mpi-operator sets it on the launcher
+    Job, which Kubernetes' TTL controller deletes; the MPIJob itself stays)."""
+
+    timeout: float = AWAIT_TIMEOUT
+
+    def apply(self, side: Side) -> None:
+        path = f"/apis/batch/v1/namespaces/{side.namespace}/jobs/{side.job_name}-launcher"
+        deadline = time.monotonic() + self.timeout
+        while side.api.exists(path) and time.monotonic() < deadline:
+            time.sleep(POLL_SECONDS)
+
+    def __str__(self) -> str:
+        return "await the launcher Job's deletion"
+
+
 def _which(indices: tuple[int, ...] | None) -> str:
     return "all" if indices is None else ",".join(map(str, indices))
 

@@ -190,6 +190,9 @@ TOTALS = Totals()
 """Over the session, for the closing summary."""
 OUTCOMES: dict[tuple[str, str], Outcome] = {}
 """(side, case) → what that side made of the case, this session."""
+RUN_SECONDS: dict[tuple[str, str], float] = {}
+"""(side, case) → how long that side took to run the case: the summary names the slowest."""
+SLOWEST_SHOWN = 8
 
 
 def load_allow_list() -> AllowList:
@@ -198,11 +201,14 @@ def load_allow_list() -> AllowList:
 
 def summary(allow_list: AllowList) -> list[str]:
     """The allow-list as applied, and what the session compared."""
+    slowest = sorted(RUN_SECONDS.items(), key=lambda item: item[1], reverse=True)[:SLOWEST_SHOWN]
     return [
         "differences allowed | peer | case | object | field: why",
         *allow_list.report(),
         f"compared {TOTALS.cases} cases: {TOTALS.objects} objects, {TOTALS.fields} fields; "
         f"{TOTALS.allowed} differences allowed, {TOTALS.remaining} not",
+        "slowest runs: "
+        + ", ".join(f"{case} under {side} {seconds:.0f} s" for (side, case), seconds in slowest),
     ]
 
 
@@ -296,7 +302,9 @@ def run_phase(cluster: Cluster, phase: Phase, cases: Sequence[Case]) -> dict[str
                         activity=operator.activity,
                         events_recorded=operator.events_recorded,
                     )
+                    started = time.monotonic()
                     OUTCOMES[(phase.side, case.name)] = run_on(case, side, clean_up_after=names[job] > 1)
+                    RUN_SECONDS[(phase.side, case.name)] = time.monotonic() - started
                 finally:
                     with condition:
                         busy.discard(job)
