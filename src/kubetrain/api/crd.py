@@ -94,7 +94,7 @@ def crd_for(
         schema_node(schema, path).update(keywords)
     for rules_by_path in (_common_rules(replica_map, replica_types), validations or {}):
         for path, rules in rules_by_path.items():
-            _add_rules(schema_node(schema, path), rules)
+            add_rules(schema_node(schema, path), rules)
     schema["description"] = f"{model.KIND} runs a distributed training job ({model.API_VERSION})."
 
     subresources: dict[str, Any] = {"status": {}}
@@ -175,7 +175,7 @@ def schema_node(schema: Schema, path: str) -> Schema:
 # --- pydantic JSON schema → structural schema ---------------------------------------------------
 
 
-def structural_schema(model: type[TrainingJob]) -> Schema:
+def structural_schema(model: type[BaseModel]) -> Schema:
     raw = model.model_json_schema(by_alias=True, mode="validation", schema_generator=_DocumentedSchema)
     definitions = raw.pop("$defs", {})
     return _structural(raw, definitions, ())
@@ -310,10 +310,10 @@ def _constrain_common_fields(
     replica_spec["properties"]["template"] = pod_template_schema()
     if description:
         replica_spec["properties"]["template"]["description"] = description
-    _constrain_trainer_status(schema_node(schema, "status.trainerStatus"))
+    constrain_trainer_status(schema_node(schema, "status.trainerStatus"))
 
 
-def _constrain_trainer_status(trainer_status: Schema) -> None:
+def constrain_trainer_status(trainer_status: Schema) -> None:
     """Trainer v2's bounds on a report, so that no writer can store what the endpoints refuse."""
     fields = trainer_status["properties"]
     fields["progressPercentage"].update(minimum=0, maximum=100)
@@ -369,7 +369,7 @@ def _common_rules(replica_map: str, replica_types: Sequence[str]) -> dict[str, S
     }
 
 
-def _add_rules(node: Schema, rules: Sequence[Rule]) -> None:
+def add_rules(node: Schema, rules: Sequence[Rule]) -> None:
     node.setdefault("x-kubernetes-validations", []).extend(rule.to_wire() for rule in rules)
 
 

@@ -26,7 +26,6 @@ from kubetrain.api.crd import (
     validation_messages,
 )
 from kubetrain.api.jobs import (
-    GROUP,
     V1,
     V2BETA1,
     MPIJob,
@@ -38,6 +37,7 @@ from kubetrain.api.jobs import (
     TrainingJob,
     XGBoostJob,
 )
+from kubetrain.api.trainer_crd import trainer_crds
 from kubetrain.frameworks.base import Framework
 from kubetrain.frameworks.registry import FRAMEWORKS
 
@@ -199,8 +199,10 @@ def frameworks_for(mpi_api: MpiApi = DEFAULT_MPI_API) -> list[Framework[Any]]:
     return chosen
 
 
-def all_crds(mpi_api: MpiApi = DEFAULT_MPI_API) -> list[dict[str, Any]]:
-    return [crd_for_framework(framework) for framework in frameworks_for(mpi_api)]
+def all_crds(mpi_api: MpiApi = DEFAULT_MPI_API, *, trainer: bool = True) -> list[dict[str, Any]]:
+    """Every v1 kind's CRD (one MPIJob version) and, with ``trainer``, Kubeflow Trainer v2's three."""
+    v1 = [crd_for_framework(framework) for framework in frameworks_for(mpi_api)]
+    return [*v1, *(trainer_crds() if trainer else [])]
 
 
 def crd_file_text(crd: Mapping[str, Any]) -> str:
@@ -213,8 +215,8 @@ def crds_text(crds: Sequence[Mapping[str, Any]]) -> str:
 
 
 def crd_file_name(crd: Mapping[str, Any]) -> str:
-    """Upstream's file naming: ``kubeflow.org_pytorchjobs.yaml``."""
-    return f"{GROUP}_{crd['spec']['names']['plural']}.yaml"
+    """Upstream's file naming: ``kubeflow.org_pytorchjobs.yaml``, ``trainer.kubeflow.org_trainjobs.yaml``."""
+    return f"{crd['spec']['group']}_{crd['spec']['names']['plural']}.yaml"
 
 
 # --- docs/api.md reference section ------------------------------------------------------------------

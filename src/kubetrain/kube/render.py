@@ -13,6 +13,7 @@ from fractions import Fraction
 from typing import Any
 
 from kubetrain.api.jobs import TrainingJob
+from kubetrain.api.quantity import add_resources, format_quantity
 from kubetrain.engine.gang import VOLCANO
 from kubetrain.engine.planning import replica_count
 from kubetrain.engine.types import ReplicaPlan
@@ -25,7 +26,6 @@ from kubetrain.frameworks.labels import (
     REPLICA_INDEX_LABEL,
     REPLICA_TYPE_LABEL,
 )
-from kubetrain.kube.quantity import add_resources, format_quantity
 from kubetrain.kube.status.injection import StatusInjection, inject_status_reporting
 
 VOLCANO_GROUP = "scheduling.volcano.sh"

@@ -72,7 +72,10 @@ def test_manifests_crds_writes_one_file_per_crd(tmp_path: Path) -> None:
 def test_an_unknown_kind_is_an_error_that_lists_the_kinds() -> None:
     result = cli_runner().invoke(app, ["manifests", "crds", "--kind", "SparkJob"])
     assert result.exit_code == 2
-    assert "--kind sparkjob is not a kind kubetrain serves; use one of JAXJob, MPIJob, MXJob" in result.stderr
+    assert (
+        "--kind sparkjob is not a kind kubetrain serves; use one of ClusterTrainingRuntime, JAXJob, MPIJob, MXJob"
+        in result.stderr
+    )
 
 
 def test_the_field_reference_in_docs_api_md_is_current() -> None:

@@ -6,9 +6,9 @@ import json
 from typing import Any
 
 import pytest
-from crd_checks import compile_rule, structural_violations, validation_rules
 from pydantic import BaseModel
 
+from crd_checks import compile_rule, structural_violations, validation_rules
 from kubetrain.api.crd import MAX_REPLICA_MAP_KEYS, crd_for, schema_node, structural_schema
 from kubetrain.api.jobs import PyTorchJob, TrainingJob
 from kubetrain.frameworks.crds import MpiApi, all_crds
@@ -17,6 +17,11 @@ EVERY_CRD = {
     f"{crd['spec']['names']['kind']}/{crd['spec']['versions'][0]['name']}": crd
     for crd in [*all_crds(MpiApi.V2BETA1), *all_crds(MpiApi.V1)]
 }
+JOB_CRDS = {
+    f"{crd['spec']['names']['kind']}/{crd['spec']['versions'][0]['name']}": crd
+    for crd in [*all_crds(MpiApi.V2BETA1, trainer=False), *all_crds(MpiApi.V1, trainer=False)]
+}
+"""The kubeflow.org kinds (Trainer v2's are checked in tests/unit/trainer)."""
 
 
 def _schema(crd: dict[str, Any]) -> dict[str, Any]:
@@ -45,6 +50,7 @@ def _nodes(node: dict[str, Any]) -> list[dict[str, Any]]:
 
 def test_every_kind_and_both_mpijob_versions_have_a_crd() -> None:
     assert sorted(EVERY_CRD) == [
+        "ClusterTrainingRuntime/v1alpha1",
         "JAXJob/v1",
         "MPIJob/v1",
         "MPIJob/v2beta1",
@@ -52,6 +58,8 @@ def test_every_kind_and_both_mpijob_versions_have_a_crd() -> None:
         "PaddleJob/v1",
         "PyTorchJob/v1",
         "TFJob/v1",
+        "TrainJob/v1alpha1",
+        "TrainingRuntime/v1alpha1",
         "XGBoostJob/v1",
     ]
 
@@ -165,7 +173,7 @@ def test_pydantic_defaults_are_not_crd_defaults() -> None:
 
 
 def test_run_policy_suspend_defaults_to_false() -> None:
-    for crd in EVERY_CRD.values():
+    for crd in JOB_CRDS.values():
         assert schema_node(_schema(crd), "spec.runPolicy.suspend")["default"] is False
 
 
@@ -226,7 +234,7 @@ def test_names_group_scope_and_single_served_storage_version(
 
 
 def test_every_kind_has_the_status_subresource() -> None:
-    for crd in EVERY_CRD.values():
+    for crd in JOB_CRDS.values():
         assert crd["spec"]["versions"][0]["subresources"]["status"] == {}
 
 
@@ -254,7 +262,7 @@ def test_no_scale_subresource_where_upstream_has_none(kind_version: str) -> None
 
 
 def test_printer_columns_are_state_progress_and_age() -> None:
-    for crd in EVERY_CRD.values():
+    for crd in JOB_CRDS.values():
         assert crd["spec"]["versions"][0]["additionalPrinterColumns"] == [
             {"name": "State", "type": "string", "jsonPath": ".status.conditions[-1:].type"},
             {"name": "Progress %", "type": "integer", "jsonPath": ".status.trainerStatus.progressPercentage"},

@@ -11,8 +11,8 @@ from typing import Any
 
 import jsonschema
 import pytest
-from crd_checks import cel_violations
 
+from crd_checks import cel_violations
 from kubetrain.frameworks.crds import MpiApi, all_crds
 
 CRDS = {

@@ -51,3 +51,42 @@ def format_quantity(value: Fraction) -> str:
 def add_resources(total: dict[str, Fraction], resources: dict[str, str | int]) -> None:
     for name, quantity in resources.items():
         total[name] = total.get(name, Fraction(0)) + parse_quantity(quantity)
+
+
+_BINARY_SUFFIXES = ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
+_DECIMAL_SUFFIXES = {-9: "n", -6: "u", -3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
+
+
+def quantity_format(value: str | int | float) -> str:
+    """The format Kubernetes keeps for a quantity as written: ``BinarySI`` (``Ki``...), ``DecimalExponent``
+    (``1e3``) or ``DecimalSI``."""
+    text = str(value).strip()
+    if text.endswith("i"):
+        return "BinarySI"
+    if re.search(r"[eE][+-]?[0-9]+$", text):
+        return "DecimalExponent"
+    return "DecimalSI"
+
+
+def canonical_quantity(value: Fraction, format_: str = "DecimalSI") -> str:
+    """A quantity as Kubernetes' Go ``resource.Quantity.String()`` prints it in ``format_`` (the format of the
+    first quantity summed): ``2Gi``, ``1500m``, ``2k``, ``1536``. Amounts below a nano round up to one."""
+    if value == 0:
+        return "0"
+    if format_ == "BinarySI" and not -1024 < value < 1024 and value.denominator == 1:
+        number, power = value.numerator, 0
+        while number % 1024 == 0 and power < len(_BINARY_SUFFIXES) - 1:
+            number, power = number // 1024, power + 1
+        return f"{number}{_BINARY_SUFFIXES[power]}"
+    nanos = value * 10**9
+    units = -((-nanos.numerator) // nanos.denominator) if value > 0 else nanos.numerator // nanos.denominator
+    scale = -9
+    while units != 0 and units % 10 == 0:
+        units, scale = units // 10, scale + 1
+    exponent = (scale // 3) * 3
+    mantissa = units * 10 ** (scale - exponent)
+    if format_ == "DecimalExponent":
+        return f"{mantissa}e{exponent}" if exponent else str(mantissa)
+    if exponent > 18:
+        mantissa, exponent = mantissa * 10 ** (exponent - 18), 18
+    return f"{mantissa}{_DECIMAL_SUFFIXES[exponent]}"

@@ -29,7 +29,9 @@ _ALLOWED_KEYWORDS = {
     "minimum",
     "maximum",
     "maxProperties",
+    "minProperties",
     "maxItems",
+    "minItems",
     "maxLength",
     "minLength",
     "pattern",
@@ -38,6 +40,7 @@ _ALLOWED_KEYWORDS = {
     "x-kubernetes-int-or-string",
     "x-kubernetes-validations",
     "x-kubernetes-list-type",
+    "x-kubernetes-list-map-keys",
     "x-kubernetes-map-type",
 }
 _TYPES = {"object", "array", "string", "integer", "number", "boolean"}

@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import pytest
 
-from kubetrain.kube.quantity import add_resources, format_quantity, parse_quantity
+from kubetrain.api.quantity import add_resources, format_quantity, parse_quantity
 
 
 def test_milli_and_binary_suffixes_parse_to_exact_values() -> None:
