@@ -73,7 +73,7 @@ def test_an_unknown_kind_is_an_error_that_lists_the_kinds() -> None:
     result = cli_runner().invoke(app, ["manifests", "crds", "--kind", "SparkJob"])
     assert result.exit_code == 2
     assert (
-        "--kind sparkjob is not a kind kubetrain serves; use one of ClusterTrainingRuntime, JAXJob, MPIJob, MXJob"
+        "--kind sparkjob is not a kind kubetrain serves; use one of ClusterTrainingRuntime, JAXJob, MPIJob"
         in result.stderr
     )
 
