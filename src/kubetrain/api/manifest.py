@@ -12,12 +12,14 @@ from pydantic import ValidationError
 from kubetrain.api.crd import replica_map_field
 from kubetrain.api.errors import FieldError, InvalidJobError, from_pydantic
 from kubetrain.api.jobs import JOB_MODELS, TrainingJob
+from kubetrain.api.jobset_run import JobSetRun
 
 if TYPE_CHECKING:
     import yaml
 
+_RUNNABLE_MODELS: tuple[type[TrainingJob], ...] = (*JOB_MODELS, JobSetRun)
 MODELS_BY_TYPE: dict[tuple[str, str], type[TrainingJob]] = {
-    (model.API_VERSION, model.KIND): model for model in JOB_MODELS
+    (model.API_VERSION, model.KIND): model for model in _RUNNABLE_MODELS
 }
 
 

@@ -56,16 +56,28 @@ job while the status write is answered, so with 8 a burst of 100 reactions queue
 and the request rate by ``--kube-api-qps``, so more workers add no load on the API server."""
 
 
+TRAINJOB_SCHEMES = frozenset({"trainjob", "trainjob/v1alpha1", "trainjob.trainer.kubeflow.org/v1alpha1"})
+"""``--enable-scheme`` names of Kubeflow Trainer v2's TrainJob."""
+
+
+def trainer_api_enabled(names: list[str]) -> bool:
+    """TrainJobs are served by default, and when named among the enabled kinds."""
+    return not names or any(name.strip().lower() in TRAINJOB_SCHEMES for name in names)
+
+
 def enabled_frameworks(names: list[str], mpi_api: MpiApi = DEFAULT_MPI_API) -> list[Framework[Any]]:
-    """The named kinds; by default every kind, with the MPIJob of ``mpi_api``.
+    """The named v1 kinds; by default every kind, with the MPIJob of ``mpi_api``.
 
     Both MPIJob versions share one CRD name, so a cluster serves one of them; a named scheme keeps
-    its meaning (``mpijob`` is kubeflow.org/v1, ``mpijob-v2beta1`` the mpi-operator API).
+    its meaning (``mpijob`` is kubeflow.org/v1, ``mpijob-v2beta1`` the mpi-operator API). ``trainjob``
+    names Trainer v2's TrainJob (``trainer_api_enabled``), not a v1 kind.
     """
     if not names:
         return frameworks_for(mpi_api)
     chosen: list[Framework[Any]] = []
     for name in names:
+        if name.strip().lower() in TRAINJOB_SCHEMES:
+            continue
         try:
             framework = framework_by_name(name)
         except ValueError as error:
@@ -163,8 +175,8 @@ def operator(
     enable_scheme: list[str] = typer.Option(
         [],
         "--enable-scheme",
-        help="A kind to reconcile (repeatable, any case: pytorchjob, tfjob, mpijob-v2beta1, ...); "
-        "default every kind whose CRD is installed, with the MPIJob of --mpi-api.",
+        help="A kind to reconcile (repeatable, any case: pytorchjob, tfjob, mpijob-v2beta1, trainjob, ...); "
+        "default every kind whose CRD is installed, with the MPIJob of --mpi-api, and Trainer v2's TrainJob.",
     ),
     mpi_api: MpiApi = typer.Option(
         DEFAULT_MPI_API,
@@ -308,6 +320,7 @@ def operator(
     settings = OperatorSettings(
         frameworks=enabled_frameworks(enable_scheme, mpi_api),
         frameworks_required=bool(enable_scheme),
+        trainer_api=trainer_api_enabled(enable_scheme),
         namespace=namespace or None,
         render=RenderSettings(
             gang_scheduler=gang_scheduler_name or None,

@@ -104,6 +104,9 @@ def plan_replica(
     metadata = template["metadata"] = dict(template.get("metadata") or {})
     labels = {**(metadata.get("labels") or {}), **replica_labels(job, replica_type, index, framework)}
     metadata["labels"] = labels
+    annotations = framework.replica_annotations(job, replica_type, index)
+    if annotations:
+        metadata["annotations"] = {**(metadata.get("annotations") or {}), **annotations}
 
     containers = _containers(template)
     injected = framework.replica_env(job, replica_type, index, addressing)

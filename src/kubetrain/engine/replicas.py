@@ -120,17 +120,22 @@ def _reconcile_type(
 def _awaited_replicas_ready(
     ctx: ReconcileContext, replica_type: str, observed: dict[tuple[str, int], list[ObservedReplica]]
 ) -> bool:
-    """Whether every replica of the type ``replica_type`` waits for is Ready (WaitForWorkersReady).
+    """Whether every replica of each type ``replica_type`` waits for is Ready (WaitForWorkersReady, JobSet's
+    ``dependsOn: Ready``) or has succeeded (``dependsOn: Complete``).
 
     A type that is not materialised here (locally, MPI's workers) is not waited for."""
-    awaited = ctx.framework.awaited_replica_type(ctx.job, replica_type)
     materialised = ctx.framework.materialised_replica_types(ctx.job, ctx.traits.colocated)
-    if awaited is None or awaited not in materialised:
-        return True
-    return all(
-        any(r.ready and not r.terminating for r in observed.get((awaited, index), []))
-        for index in range(replica_count(ctx.job, awaited))
-    )
+    for awaited, status in ctx.framework.startup_dependencies(ctx.job, replica_type):
+        if awaited not in materialised:
+            continue
+        for index in range(replica_count(ctx.job, awaited)):
+            replicas = observed.get((awaited, index), [])
+            succeeded = any(r.phase is Phase.SUCCEEDED for r in replicas)
+            ready = any(r.ready and not r.terminating for r in replicas)
+            done = {"Complete": succeeded, "Ready": ready, "ReadyOrSucceeded": ready or succeeded}[status]
+            if not done:
+                return False
+    return True
 
 
 def _warn_about_template_overrides(ctx: ReconcileContext, replica_type: str) -> None:

@@ -27,6 +27,11 @@ from kubetrain.frameworks.labels import (
 
 JobT = TypeVar("JobT", bound=TrainingJob)
 
+Awaited = Literal["Ready", "ReadyOrSucceeded", "Complete"]
+"""What a replica type waits for of another before its replicas are created: every replica Ready
+(mpi-operator's WaitForWorkersReady), Ready or already succeeded (JobSet's ``dependsOn: Ready``), or
+succeeded (``dependsOn: Complete``)."""
+
 EnvVar = dict[str, Any]
 """A Kubernetes ``EnvVar`` (``{"name": ..., "value": ...}`` or ``{"name": ..., "valueFrom": ...}``)."""
 
@@ -303,6 +308,17 @@ class Framework(ABC, Generic[JobT]):
         """The message of a lifecycle condition (Created, Suspended, Running=False on suspension);
         ``default`` is the training operator's. mpi-operator words some differently."""
         return default
+
+    def startup_dependencies(self, job: JobT, replica_type: str) -> tuple[tuple[str, Awaited], ...]:
+        """The replica types whose replicas must all be Ready, or all done, before ``replica_type``'s are
+        created (JobSet's ``dependsOn``); by default the ``awaited_replica_type``, Ready."""
+        awaited = self.awaited_replica_type(job, replica_type)
+        return () if awaited is None else ((awaited, "Ready"),)
+
+    def replica_annotations(self, job: JobT, replica_type: str, index: int) -> dict[str, str]:
+        """Annotations a replica's pod template gets (a Job's completion index, which the downward API
+        reads); none by default."""
+        return {}
 
     def awaited_replica_type(self, job: JobT, replica_type: str) -> str | None:
         """A replica type whose replicas must all be Ready before ``replica_type`` is created

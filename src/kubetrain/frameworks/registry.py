@@ -8,6 +8,7 @@ from kubetrain.api.errors import FieldError, InvalidJobError
 from kubetrain.api.jobs import TrainingJob
 from kubetrain.frameworks.base import Framework
 from kubetrain.frameworks.jax import JAXFramework
+from kubetrain.frameworks.jobset_run import JobSetRunFramework
 from kubetrain.frameworks.mpi import MPIFramework
 from kubetrain.frameworks.mpi_v2 import MPIV2Framework
 from kubetrain.frameworks.mxnet import MXNetFramework
@@ -29,7 +30,12 @@ FRAMEWORKS: tuple[Framework[Any], ...] = (
 """One instance per framework. The kubeflow.org/v1 MPIJob comes before the v2beta1 one, so a bare
 ``mpijob`` name means the v1 kind, as it does for the training operator's ``--enable-scheme``."""
 
-_BY_TYPE: dict[tuple[str, str], Framework[Any]] = {(f.api_version, f.kind): f for f in FRAMEWORKS}
+INTERNAL_FRAMEWORKS: tuple[Framework[Any], ...] = (JobSetRunFramework(),)
+"""Kinds kubetrain runs but serves no CRD for: a TrainJob's JobSet run locally."""
+
+_BY_TYPE: dict[tuple[str, str], Framework[Any]] = {
+    (f.api_version, f.kind): f for f in (*FRAMEWORKS, *INTERNAL_FRAMEWORKS)
+}
 
 
 def framework_for_kind(api_version: str, kind: str) -> Framework[Any]:

@@ -20,11 +20,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lightkube.core.resource import NamespacedResource
-from lightkube.generic_resource import create_namespaced_resource
+from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 from lightkube.resources.autoscaling_v2 import HorizontalPodAutoscaler
 from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import Pod, Service
 
+from kubetrain.api.trainer import GROUP as TRAINER_GROUP
+from kubetrain.api.trainer import VERSION as TRAINER_VERSION
 from kubetrain.engine.types import ReplicaLimits, Traits
 from kubetrain.frameworks.addressing import ClusterAddressing
 from kubetrain.frameworks.base import Framework
@@ -50,6 +52,7 @@ from kubetrain.kube.status.authenticator import JobCaches
 from kubetrain.kube.status.ca_bundle import CaPublisher
 from kubetrain.kube.status.endpoint import StatusEndpoint
 from kubetrain.kube.status.settings import StatusServerSettings
+from kubetrain.kube.trainjobs import TrainJobController, TrainJobStores
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +86,8 @@ class OperatorSettings:
     (an operator embedded in a test or another program does not own the collector)."""
     status: StatusServerSettings | None = None
     """The status endpoint; None turns it off (and ``render.status`` must then be None too)."""
+    trainer_api: bool = True
+    """Serve Kubeflow Trainer v2's TrainJob (``trainer.kubeflow.org/v1alpha1``) beside the v1 kinds."""
 
 
 class MissingCrdError(Exception):
@@ -92,6 +97,16 @@ class MissingCrdError(Exception):
 def job_resource(framework: Framework[Any]) -> type[NamespacedResource]:
     group, version = framework.api_version.split("/", 1)
     return create_namespaced_resource(group, version, framework.kind, framework.model.PLURAL)
+
+
+TrainJobResource = create_namespaced_resource(TRAINER_GROUP, TRAINER_VERSION, "TrainJob", "trainjobs")
+TrainingRuntimeResource = create_namespaced_resource(
+    TRAINER_GROUP, TRAINER_VERSION, "TrainingRuntime", "trainingruntimes"
+)
+ClusterTrainingRuntimeResource = create_global_resource(
+    TRAINER_GROUP, TRAINER_VERSION, "ClusterTrainingRuntime", "clustertrainingruntimes"
+)
+JobSetResource = create_namespaced_resource("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets")
 
 
 def pod_group_resource(settings: RenderSettings) -> type[NamespacedResource]:
@@ -120,6 +135,8 @@ class Operator:
         self.previous_logs: PreviousLogs | None = None
         self.informers: list[Informer] = []
         self.controllers: list[JobController] = []
+        self.trainjobs: TrainJobController | None = None
+        """Kubeflow Trainer v2's TrainJobs, when served and enabled."""
         self.ca: CaPublisher | None = CaPublisher(writes) if settings.status is not None else None
         self.status_endpoint: StatusEndpoint | None = None
 
@@ -127,7 +144,10 @@ class Operator:
         """A job key is ready for a worker or a reconcile's calls are under way: events wait (they are
         best-effort, reconciles are not)."""
         pending = self.actor is not None and self.actor.writes_pending > 0
-        return pending or any(len(controller.queue) for controller in self.controllers)
+        return pending or any(len(controller.queue) for controller in self._all_controllers())
+
+    def _all_controllers(self) -> list[JobController | TrainJobController]:
+        return [*self.controllers, *([self.trainjobs] if self.trainjobs is not None else [])]
 
     # --- wiring ---------------------------------------------------------------------------------
 
@@ -225,6 +245,8 @@ class Operator:
             )
             jobs.add_handler(controller.on_job_change)
             self.controllers.append(controller)
+        if settings.trainer_api:
+            await self._build_trainjobs()
         by_name = {c.framework.controller_name: c for c in self.controllers}
         pods.add_handler(lambda change: _route_child(change, "pods", by_name))
         services.add_handler(lambda change: _route_child(change, "services", by_name))
@@ -246,6 +268,32 @@ class Operator:
                 settings.status, self.client.http, caches, on_bundle=self.ca.set_bundle
             )
 
+    async def _build_trainjobs(self) -> None:
+        """Trainer v2's TrainJob controller, with caches of TrainJobs, their runtimes and their JobSets."""
+        namespace = self.settings.namespace
+        if not await self._served(collection_path(TrainJobResource, namespace)):
+            message = "TrainJob (trainer.kubeflow.org/v1alpha1) is not served: install its CRD"
+            if self.settings.frameworks_required:
+                raise MissingCrdError(f"{message} or drop trainjob from --enable-scheme")
+            log.warning("%s; skipping it", message)
+            return
+        if not await self._served(collection_path(JobSetResource, namespace)):
+            log.error("JobSet CRDs must be installed in advance: TrainJobs run as JobSets (jobset.x-k8s.io)")
+        trainjobs = self._informer(TrainJobResource)
+        jobsets = self._informer(JobSetResource)
+        runtimes = self._informer(TrainingRuntimeResource)
+        cluster_runtimes = Informer(self.client.http, ClusterTrainingRuntimeResource)
+        self.informers.append(cluster_runtimes)
+        controller = self.trainjobs = TrainJobController(
+            TrainJobStores(trainjobs.store, jobsets.store, runtimes.store, cluster_runtimes.store),
+            self.writes,
+            self.events,
+            self.metrics,
+            threads=self.settings.threads,
+        )
+        trainjobs.add_handler(controller.on_trainjob_change)
+        jobsets.add_handler(controller.on_owned_change)
+
     # --- running --------------------------------------------------------------------------------
 
     def _ready(self) -> str | None:
@@ -263,7 +311,7 @@ class Operator:
         for informer in self.informers:
             for reason, count in informer.reflector.restarts.items():
                 self.metrics.watch_restarts.labels(resource=informer.reflector.name, reason=reason).set(count)
-        for controller in self.controllers:
+        for controller in self._all_controllers():
             self.metrics.queue_depth.labels(kind=controller.kind).set(len(controller.queue))
         if self.status_endpoint is not None:
             self._refresh_status_gauges(self.status_endpoint)
@@ -311,7 +359,7 @@ class Operator:
         self.metrics.is_leader.set(1)
         try:
             work = []
-            for controller in self.controllers:
+            for controller in self._all_controllers():
                 controller.enqueue_all()
                 work.append(controller.run_workers())
                 work.append(resync_periodically(self.settings.resync_period, controller.enqueue_all))
@@ -325,7 +373,11 @@ class Operator:
             self.metrics.is_leader.set(0)
 
     def _job_namespaces(self) -> set[str]:
-        return {str((job.get("metadata") or {}).get("namespace")) for c in self.controllers for job in c.jobs}
+        return {
+            str((job.get("metadata") or {}).get("namespace"))
+            for c in self._all_controllers()
+            for job in c.jobs
+        }
 
     async def _sync_caches(self) -> None:
         """Wait for every informer's first list; with the collector tuned, freeze what survived (the caches).

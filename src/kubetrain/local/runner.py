@@ -94,6 +94,9 @@ class RunOptions:
     """Become the child subreaper so processes that escape their group are still stopped (CLI only)."""
     substrate: Substrate | None = None
     """What runs the replicas; processes on this host (``ProcessSubstrate``) by default."""
+    addressing: Addressing | None = None
+    """How the replicas reach each other, when already decided (a TrainJob's env is planned with it); else
+    the substrate's."""
 
     def make_substrate(self) -> Substrate:
         if self.substrate is not None:
@@ -119,7 +122,7 @@ class LocalRun:
         self.directory = RunDirectory(options.state_dir, job.name)
         self.substrate = options.make_substrate()
         self.traits = self.substrate.traits
-        self.addressing: Addressing = self.substrate.addressing(
+        self.addressing: Addressing = options.addressing or self.substrate.addressing(
             job,
             (
                 (replica_type, index)
