@@ -67,7 +67,9 @@ def write_manifest(directory: Path, manifest: dict[str, Any]) -> Path:
 def kubetrain_run(
     manifest: Path, state_dir: Path, *, timeout: float = 240, extra: tuple[str, ...] = ()
 ) -> Run:
-    job_name = str(yaml.safe_load(manifest.read_text())["metadata"]["name"])
+    documents = [d for d in yaml.safe_load_all(manifest.read_text()) if d]
+    job = next(d for d in documents if not str(d.get("kind", "")).endswith("TrainingRuntime"))
+    job_name = str(job["metadata"]["name"])
     result = subprocess.run(
         [KUBETRAIN, "run", str(manifest), "--state-dir", str(state_dir), "--grace-period", "5", *extra],
         cwd=REPO,

@@ -82,6 +82,8 @@ def fail_for_limit(ctx: ReconcileContext, message: str) -> None:
         ctx.status.completion_time = ctx.now
     ctx.delete_everything("failed")
     ctx.delete_pod_group()
-    reason = condition_reason(ctx.kind, ConditionType.FAILED)
+    reason, message = ctx.framework.limit_failure(
+        ctx.job, condition_reason(ctx.kind, ConditionType.FAILED), message
+    )
     ctx.set_condition(ConditionType.FAILED, reason, message, announce=EventType.NORMAL)
     expire(ctx)

@@ -320,6 +320,11 @@ class Framework(ABC, Generic[JobT]):
         reads); none by default."""
         return {}
 
+    def limit_failure(self, job: JobT, reason: str, message: str) -> tuple[str, str]:
+        """The ``Failed`` condition's reason and message when backoffLimit or activeDeadlineSeconds is
+        exceeded; upstream's (``<Kind>Failed``) by default."""
+        return reason, message
+
     def awaited_replica_type(self, job: JobT, replica_type: str) -> str | None:
         """A replica type whose replicas must all be Ready before ``replica_type`` is created
         (MPI v2beta1's ``launcherCreationPolicy: WaitForWorkersReady``); None: created at once."""

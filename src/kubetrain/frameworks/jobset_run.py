@@ -90,6 +90,10 @@ class JobSetRunFramework(Framework[JobSetRun]):
         job_index, completion = divmod(index, _shape(job, replica_type).parallelism)
         return {COMPLETION_INDEX_ANNOTATION: str(completion), JOB_INDEX_ANNOTATION: str(job_index)}
 
+    def limit_failure(self, job: JobSetRun, reason: str, message: str) -> tuple[str, str]:
+        """A pod failing past its Job's backoffLimit fails its Job, and the JobSet with it."""
+        return FAILED_REASON, FAILED_MESSAGE
+
     def startup_dependencies(self, job: JobSetRun, replica_type: str) -> tuple[tuple[str, Awaited], ...]:
         found: list[tuple[str, Awaited]] = []
         for dependency in _shape(job, replica_type).depends_on or []:
