@@ -115,7 +115,8 @@ def reconcile_trainjob(
         set_condition(
             status, TrainJobConditionType.FAILED, "True", RUNTIME_NOT_SUPPORTED_REASON, unsupported, now
         )
-    elif not finished:
+    elif not finished and not _deadline_passed(trainjob, status, now):
+        # Past its deadline nothing is applied (Trainer applies the JobSet, then deletes it at once).
         try:
             apply = _objects(trainjob, observation, addressing, plugins)
         except InvalidJobError as error:
@@ -197,18 +198,28 @@ def _set_suspended(trainjob: TrainJob, status: TrainJobStatus, now: datetime) ->
         set_condition(status, TrainJobConditionType.SUSPENDED, "False", RESUMED_REASON, RESUMED_MESSAGE, now)
 
 
-def _deadline(trainjob: TrainJob, status: TrainJobStatus, now: datetime) -> tuple[bool, float | None]:
-    """Whether the JobSet goes because the deadline passed, or when to look again for it."""
+def _deadline_at(trainjob: TrainJob, status: TrainJobStatus) -> datetime | None:
+    """When the active deadline falls: from creation, or from the last resume; None without one."""
     seconds = trainjob.spec.active_deadline_seconds
     if not seconds or status.is_finished or trainjob.spec.suspend:
-        return False, None
+        return None
     start = trainjob.metadata.creation_timestamp
     suspended = status.condition(TrainJobConditionType.SUSPENDED)
     if suspended is not None and suspended.status == "False" and suspended.last_transition_time is not None:
         start = suspended.last_transition_time
-    if start is None:
+    return start + timedelta(seconds=seconds) if start is not None else None
+
+
+def _deadline_passed(trainjob: TrainJob, status: TrainJobStatus, now: datetime) -> bool:
+    deadline = _deadline_at(trainjob, status)
+    return deadline is not None and now > deadline
+
+
+def _deadline(trainjob: TrainJob, status: TrainJobStatus, now: datetime) -> tuple[bool, float | None]:
+    """Whether the JobSet goes because the deadline passed, or when to look again for it."""
+    deadline = _deadline_at(trainjob, status)
+    if deadline is None:
         return False, None
-    deadline = start + timedelta(seconds=seconds)
     if now > deadline:
         set_condition(
             status,

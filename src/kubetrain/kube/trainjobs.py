@@ -189,7 +189,7 @@ class TrainJobController:
         for obj in decision.apply:
             await self._apply(obj, known)
             applied += 1
-        if decision.delete_jobset and jobset is not None:
+        if decision.delete_jobset:
             await self._delete(object_path(JOBSET_API, "JobSet", trainjob.namespace, trainjob.name))
         for event in decision.events:
             self.events.record(

@@ -166,3 +166,10 @@ def test_a_trainjob_managed_by_multikueue_is_left_alone() -> None:
     job = trainjob(managedBy="kueue.x-k8s.io/multikueue", suspend=True)
     decision = reconcile_trainjob(job, _seen(job), NOW)
     assert decision.apply == () and decision.status.conditions is None
+
+
+def test_a_trainjob_first_seen_past_its_deadline_gets_no_jobset() -> None:
+    job = trainjob(activeDeadlineSeconds=1)
+    job.metadata.creation_timestamp = NOW - timedelta(seconds=5)
+    decision = reconcile_trainjob(job, _seen(job), NOW)
+    assert decision.apply == () and decision.delete_jobset
