@@ -35,6 +35,7 @@ from kubetrain.frameworks.addressing import Addressing
 from kubetrain.frameworks.jobset_run import from_jobset
 from kubetrain.frameworks.trainer.builtin import builtin_runtimes
 from kubetrain.frameworks.trainer.constants import TRAINER_PORT
+from kubetrain.frameworks.trainer.plugin import ClusterAddressing as TrainerClusterAddressing
 
 LOCAL_NAMESPACE = "default"
 
@@ -109,7 +110,9 @@ def resolve_runtime(trainjob: TrainJob, runtimes: Sequence[TrainingRuntime]) -> 
 @dataclass(frozen=True)
 class _ThroughReplicas:
     """Trainer's addresses (a JobSet pod by replicated job, Job index and completion index) on the runner's
-    replicas: pod ``(job, j, p)`` is replica ``(job, j * parallelism + p)``."""
+    replicas: pod ``(job, j, p)`` is replica ``(job, j * parallelism + p)``. Processes share this host, so
+    each is its allocated loopback port; containers each have the JobSet pod's DNS names on the job network,
+    so Trainer's own names and port serve as they are."""
 
     replicas: Addressing
     run: JobSetRun
@@ -119,6 +122,8 @@ class _ThroughReplicas:
         return job_index * (shape.parallelism if shape else 1) + pod_index
 
     def host(self, trainjob: str, job: str, job_index: int, pod_index: int, subdomain: str) -> str:
+        if not self.replicas.colocated:
+            return TrainerClusterAddressing().host(trainjob, job, job_index, pod_index, subdomain)
         return self.replicas.host(self.run, job, self._index(job, job_index, pod_index))
 
     def port(self, trainjob: str, job: str, job_index: int, pod_index: int) -> int:
