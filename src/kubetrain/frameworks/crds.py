@@ -257,6 +257,8 @@ def api_reference() -> str:
     ]
     for framework in frameworks:
         parts += _kind_reference(framework)
+    for crd in trainer_crds():
+        parts += _trainer_kind_reference(crd)
     parts.append(REFERENCE_END)
     return "\n".join(parts) + "\n"
 
@@ -303,6 +305,30 @@ def _kind_reference(framework: Framework[Any]) -> list[str]:
                 if not row[0].startswith(("spec.runPolicy.", f"{replica_map}."))
             ],
         ),
+        "CEL rules (`x-kubernetes-validations`), by the node they sit on:",
+        "",
+        *[line.replace("<", "&lt;").replace(">", "&gt;") for line in rules],
+        "",
+    ]
+
+
+def _trainer_kind_reference(crd: Mapping[str, Any]) -> list[str]:
+    """A Kubeflow Trainer v2 kind: its fields as its CRD types them (pod templates stay compact, as above)."""
+    schema = _schema(crd)
+    names = crd["spec"]["names"]
+    rules = [f"- `{path}`: {message}" for path, message in validation_messages(schema)]
+    sections = [("spec", schema_node(schema, "spec"))]
+    if "status" in schema["properties"]:
+        sections.append(("status", schema_node(schema, "status")))
+    parts = [
+        f"### {names['kind']} (`{crd['spec']['group']}/{crd['spec']['versions'][0]['name']}`, "
+        f"{crd['spec']['scope'].lower()})",
+        "",
+    ]
+    for path, node in sections:
+        parts += [markdown_table(_FIELD_HEADER, field_rows(node, path, stop_at=(f"{path}.template.spec",)))]
+    return [
+        *parts,
         "CEL rules (`x-kubernetes-validations`), by the node they sit on:",
         "",
         *[line.replace("<", "&lt;").replace(">", "&gt;") for line in rules],
