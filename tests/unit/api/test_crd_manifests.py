@@ -85,7 +85,7 @@ def test_the_field_reference_in_docs_api_md_is_current() -> None:
     )
 
 
-def test_the_field_reference_covers_every_kind_and_both_mpijobs() -> None:
+def test_the_field_reference_covers_every_kind_both_mpijobs_and_trainers_kinds() -> None:
     headings = [line for line in api_reference().splitlines() if line.startswith("### ")]
     assert headings == [
         "### Fields every kind shares",
@@ -97,6 +97,9 @@ def test_the_field_reference_covers_every_kind_and_both_mpijobs() -> None:
         "### MXJob (`kubeflow.org/v1`)",
         "### MPIJob (`kubeflow.org/v1`)",
         "### MPIJob (`kubeflow.org/v2beta1`)",
+        "### ClusterTrainingRuntime (`trainer.kubeflow.org/v1alpha1`, cluster)",
+        "### TrainingRuntime (`trainer.kubeflow.org/v1alpha1`, namespaced)",
+        "### TrainJob (`trainer.kubeflow.org/v1alpha1`, namespaced)",
     ]
 
 
