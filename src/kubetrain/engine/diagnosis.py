@@ -70,8 +70,11 @@ LINE_CHARACTERS = 200
 """Longer lines are cut (an event's message should stay under 1 KiB)."""
 QUOTED_CHARACTERS = 300
 """Longer kubelet messages are cut."""
-CRASH_LOOP_RESTARTS = 2
-"""Restarts after which a container that failed again and runs once more is still in its loop."""
+CRASH_LOOP_RESTARTS = 3
+"""Restarts from which a container that failed again is in a crash loop, waiting in its back-off or running
+once more. One failure and its restart is an ordinary event (a rank killed once, its peers restarted with
+it); so is a second. The kubelet says ``CrashLoopBackOff`` from the first back-off on, so the reason alone
+is not enough."""
 HEALTHY_AFTER_SECONDS = 600.0
 """A container that has run this long since its last failure is healthy again (the kubelet resets its
 crash back-off after ten minutes of running): its crash loop or OOM kill no longer shows."""
@@ -331,13 +334,13 @@ def _crash_loop_groups(scene: _Scene) -> dict[str, list[tuple[ObservedReplica, O
 def _in_crash_loop(scene: _Scene, container: ObservedContainer) -> bool:
     if container.last_reason == OOM_REASON:
         return False  # the OOM kill is the cause to name
+    if container.restart_count < CRASH_LOOP_RESTARTS:
+        return False
     if container.waiting_reason == CRASH_LOOP_BACK_OFF:
         return True
     # Between two back-offs it runs again for a while: still the same loop until it stays up.
-    return (
-        container.restart_count >= CRASH_LOOP_RESTARTS
-        and container.last_exit_code not in (None, 0)
-        and scene.recently(container.running_since, HEALTHY_AFTER_SECONDS)
+    return container.last_exit_code not in (None, 0) and scene.recently(
+        container.running_since, HEALTHY_AFTER_SECONDS
     )
 
 

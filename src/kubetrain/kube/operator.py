@@ -47,7 +47,7 @@ from kubetrain.kube.runtime.informer import Informer, wait_for_sync
 from kubetrain.kube.runtime.leader import ApiLeaseLock, ElectionSettings, LeaderElector, default_identity
 from kubetrain.kube.runtime.lifecycle import Outcome, run_while_leading
 from kubetrain.kube.runtime.reflector import resync_periodically
-from kubetrain.kube.runtime.store import ObjectChange
+from kubetrain.kube.runtime.store import ObjectChange, Store
 from kubetrain.kube.status.authenticator import JobCaches
 from kubetrain.kube.status.ca_bundle import CaPublisher
 from kubetrain.kube.status.endpoint import StatusEndpoint
@@ -277,22 +277,28 @@ class Operator:
                 raise MissingCrdError(f"{message} or drop trainjob from --enable-scheme")
             log.warning("%s; skipping it", message)
             return
-        if not await self._served(collection_path(JobSetResource, namespace)):
-            log.error("JobSet CRDs must be installed in advance: TrainJobs run as JobSets (jobset.x-k8s.io)")
         trainjobs = self._informer(TrainJobResource)
-        jobsets = self._informer(JobSetResource)
+        jobsets: Informer | None = None
+        if await self._served(collection_path(JobSetResource, namespace)):
+            jobsets = self._informer(JobSetResource)
+        else:
+            # TrainJobs are still reconciled: each says, in a Warning event, what applying its JobSet met.
+            log.error("JobSet CRDs must be installed in advance: TrainJobs run as JobSets (jobset.x-k8s.io)")
         runtimes = self._informer(TrainingRuntimeResource)
         cluster_runtimes = Informer(self.client.http, ClusterTrainingRuntimeResource)
         self.informers.append(cluster_runtimes)
         controller = self.trainjobs = TrainJobController(
-            TrainJobStores(trainjobs.store, jobsets.store, runtimes.store, cluster_runtimes.store),
+            TrainJobStores(
+                trainjobs.store, jobsets.store if jobsets else Store(), runtimes.store, cluster_runtimes.store
+            ),
             self.writes,
             self.events,
             self.metrics,
             threads=self.settings.threads,
         )
         trainjobs.add_handler(controller.on_trainjob_change)
-        jobsets.add_handler(controller.on_owned_change)
+        if jobsets is not None:
+            jobsets.add_handler(controller.on_owned_change)
 
     # --- running --------------------------------------------------------------------------------
 

@@ -27,9 +27,9 @@ from kubetrain.api.trainer import (
     TrainJob,
     TrainJobStatus,
 )
-from kubetrain.engine.trainjob import TrainJobObservation, reconcile_trainjob
+from kubetrain.engine.trainjob import MAX_EVENT_DETAIL, TrainJobObservation, reconcile_trainjob
 from kubetrain.engine.trainjob_plan import runtime_key, snapshot_name
-from kubetrain.frameworks.trainer.constants import FIELD_OWNER
+from kubetrain.frameworks.trainer.constants import FIELD_OWNER, RESOURCES_CREATION_FAILED_REASON
 from kubetrain.frameworks.trainer.gang import SCHEDULER_PLUGINS_API, VOLCANO_API
 from kubetrain.frameworks.trainer.jobset import JOBSET_API
 from kubetrain.frameworks.trainer.mpi import ssh_secret_name
@@ -185,10 +185,18 @@ class TrainJobController:
         status_plugins = plugins(self.status_server)
         decision = reconcile_trainjob(trainjob, observation, datetime.now(UTC), plugins=status_plugins)
 
-        applied = 0
-        for obj in decision.apply:
-            await self._apply(obj, known)
-            applied += 1
+        applied, refused = 0, None
+        try:
+            for obj in decision.apply:
+                await self._apply(obj, known)
+                applied += 1
+        except ApiStatusError as error:
+            # Said on the TrainJob (as a failed plan is), then retried: a missing JobSet CRD, a quota.
+            refused = error
+            message = f"TrainJob resources reconciliation failed: {str(error)[:MAX_EVENT_DETAIL]}"
+            self.events.record(
+                EventRecord(stored, "Warning", RESOURCES_CREATION_FAILED_REASON, message, EVENT_COMPONENT)
+            )
         if decision.delete_jobset:
             await self._delete(object_path(JOBSET_API, "JobSet", trainjob.namespace, trainjob.name))
         for event in decision.events:
@@ -207,6 +215,8 @@ class TrainJobController:
             status_written=written,
             duration_ms=round(elapsed * 1000, 1),
         )
+        if refused is not None:
+            raise refused
         if decision.retry is not None:
             raise TrainJobRetryError(decision.retry)
         return decision.requeue_after

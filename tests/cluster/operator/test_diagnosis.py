@@ -12,6 +12,7 @@ from operator_support import StartOperator, create_job, eventually, pytorch_job,
 
 from builders import cli_runner
 from kubetrain.cli.main import app
+from kubetrain.engine.diagnosis import CRASH_LOOP_RESTARTS
 from kubetrain.envtest.kubeapi import KubeApi
 from kubetrain.envtest.nodes import FAKE_NODE_LABEL
 from kubetrain.envtest.poddriver import PodDriver
@@ -128,7 +129,8 @@ def test_a_crash_looping_replica_is_a_crash_loop_event_with_its_exit_code(
     create_job(kube_api, namespace, pytorch_job("crashing", workers=1, restart_policy="OnFailure"))
     wait_pods(kube_api, namespace, ["crashing-master-0", "crashing-worker-0"])
     pod_driver.run((namespace, "crashing-master-0"))
-    pod_driver.crash_loop((namespace, "crashing-worker-0"), exit_code=3)
+    for _ in range(CRASH_LOOP_RESTARTS):
+        pod_driver.crash_loop((namespace, "crashing-worker-0"), exit_code=3)
 
     event = first_warning(kube_api, namespace, "crashing", "CrashLoop")
 
@@ -192,7 +194,8 @@ def test_a_finding_that_holds_is_one_event_whose_count_grows(
     create_job(kube_api, namespace, pytorch_job("steady", workers=1, restart_policy="OnFailure"))
     wait_pods(kube_api, namespace, ["steady-master-0", "steady-worker-0"])
     pod_driver.run((namespace, "steady-master-0"))
-    pod_driver.crash_loop((namespace, "steady-worker-0"))
+    for _ in range(CRASH_LOOP_RESTARTS):
+        pod_driver.crash_loop((namespace, "steady-worker-0"))
 
     counted = eventually(
         lambda: [e for e in warnings(kube_api, namespace, "steady", "CrashLoop") if e.get("count", 1) > 1],

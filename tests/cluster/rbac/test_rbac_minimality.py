@@ -301,6 +301,8 @@ def a_crash_looping_reporter_gets_its_history_updated_and_its_warning_counted(
     driver.crash_loop((JOBS, "talker-worker-0"))
     time.sleep(2)
     report(api, port, master, "pytorchjobs")
+    # From its third restart on it is a crash loop, whose last lines the operator reads (pods/log).
+    driver.crash_loop((JOBS, "talker-worker-0"))
     driver.crash_loop((JOBS, "talker-worker-0"))
 
     def warning_count() -> int:

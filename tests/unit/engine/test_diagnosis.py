@@ -245,6 +245,12 @@ def test_a_container_running_again_after_failing_again_and_again_is_in_its_loop_
     assert healed.findings == ()
 
 
+def test_a_container_in_its_first_back_offs_is_no_loop() -> None:
+    for restarts in (0, 1, 2):
+        backing_off = running("Worker", 0, crashed(restart_count=restarts))
+        assert findings(pytorch(workers=1), running("Master", 0), backing_off) == [], restarts
+
+
 def test_one_failure_and_a_restart_is_no_loop() -> None:
     once = running(
         "Worker", 0, main(last_exit_code=1, last_reason="Error", restart_count=1, running_since=ago(5))
