@@ -67,7 +67,8 @@ def write_manifest(directory: Path, manifest: dict[str, Any]) -> Path:
 def kubetrain_run(
     manifest: Path, state_dir: Path, *, timeout: float = 240, extra: tuple[str, ...] = ()
 ) -> Run:
-    job_name = str(yaml.safe_load(manifest.read_text())["metadata"]["name"])
+    # A TrainJob's file may hold its runtime first: the job is the last document.
+    job_name = str(list(yaml.safe_load_all(manifest.read_text()))[-1]["metadata"]["name"])
     result = subprocess.run(
         [KUBETRAIN, "run", str(manifest), "--state-dir", str(state_dir), "--grace-period", "5", *extra],
         cwd=REPO,
