@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import sys
 import textwrap
 from enum import StrEnum
 from pathlib import Path
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
     import yaml
 
 EXIT_REFUSED = 1
+SERVER_METADATA = ("managedFields", "selfLink")
+"""What an API server adds to a job's metadata that the job models do not read."""
 COMMENT_WIDTH = 110
 
 
@@ -32,7 +35,10 @@ class Output(StrEnum):
 
 def migrate_command(
     files: list[Path] = typer.Argument(
-        ..., exists=True, dir_okay=False, help="v1 job manifests (YAML or JSON), one or more jobs each."
+        ...,
+        metavar="FILE...",
+        help="v1 job manifests (YAML or JSON), one or more jobs each; - reads stdin (kubectl get -o yaml "
+        "output too: the server's status and managed fields are left out).",
     ),
     output: Output = typer.Option(Output.YAML, "--output", "-o", help="Output format."),
     output_dir: Path | None = typer.Option(
@@ -54,22 +60,25 @@ def migrate_command(
 
     Example: kubetrain migrate examples/pytorch-ddp/job.yaml > trainjob.yaml && kubetrain run trainjob.yaml
     """
-    jobs: list[tuple[Path, TrainingJob]] = []
+    jobs: list[tuple[str, TrainingJob]] = []
     for file in files:
+        source = "<stdin>" if str(file) == "-" else str(file)
         try:
-            jobs += [
-                (file, parse_job(document, strict=True)) for document in load_documents(file.read_text())
-            ]
+            text = sys.stdin.read() if str(file) == "-" else file.read_text(encoding="utf-8")
+        except OSError as error:
+            raise typer.BadParameter(f"cannot read {file}: {error.strerror}", param_hint="FILE...") from None
+        try:
+            jobs += [(source, parse_job(as_written(d), strict=True)) for d in load_documents(text)]
         except InvalidJobError as error:
-            fail_invalid(file, error)
+            fail_invalid(source, error)
     written: list[tuple[TrainingJob, Migration]] = []
     refused = False
-    for file, job in jobs:
+    for source, job in jobs:
         try:
             migration = migrate(job)
         except NotMigratableError as error:
             refused = True
-            lines = [f"error: {file}: {job.KIND} {job.name} cannot become a TrainJob:"]
+            lines = [f"error: {source}: {job.KIND} {job.name} cannot become a TrainJob:"]
             typer.echo("\n".join([*lines, *(f"  - {reason}" for reason in error.reasons)]), err=True)
             continue
         typer.echo("\n".join(summary(job, migration)), err=True)
@@ -82,6 +91,15 @@ def migrate_command(
         typer.echo("---\n".join(_yaml(job, migration) for job, migration in written), nl=False)
     if refused:
         raise typer.Exit(EXIT_REFUSED)
+
+
+def as_written(document: dict[str, Any]) -> dict[str, Any]:
+    """A job as a user writes it: without what an API server adds (``kubectl get -o yaml`` prints those)."""
+    written = {k: v for k, v in document.items() if k != "status"}
+    metadata = written.get("metadata")
+    if isinstance(metadata, dict):
+        written["metadata"] = {k: v for k, v in metadata.items() if k not in SERVER_METADATA}
+    return written
 
 
 def summary(job: TrainingJob, migration: Migration) -> list[str]:
@@ -109,7 +127,10 @@ def _yaml(job: TrainingJob, migration: Migration) -> str:
     ]
     import yaml
 
-    body = yaml.dump_all(migration.documents(), Dumper=_dumper(), sort_keys=False, default_flow_style=False)
+    # Wide lines: a shell line folded over two reads as two.
+    body = yaml.dump_all(
+        migration.documents(), Dumper=_dumper(), sort_keys=False, default_flow_style=False, width=1 << 16
+    )
     return "\n".join([*comment, body])
 
 

@@ -78,3 +78,16 @@ def test_exit_codes_are_listed_on_one_line(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(manifest("PyTorchJob", {"Master": 1}, restart_policy="ExitCode")))
     result = cli_runner().invoke(app, ["migrate", str(path)])
     assert "values: [1, 2, 3," in result.stdout
+
+
+def test_a_job_read_back_from_a_cluster_migrates_from_stdin_as_written() -> None:
+    read_back = yaml.safe_load(DDP.read_text())
+    read_back["metadata"] |= {"uid": "u-1", "resourceVersion": "7", "managedFields": [{"manager": "kubectl"}]}
+    for spec in read_back["spec"]["pytorchReplicaSpecs"].values():
+        spec["template"]["metadata"] = {"creationTimestamp": None}
+    read_back["status"] = {"conditions": [{"type": "Succeeded", "status": "True"}]}
+    result = cli_runner().invoke(app, ["migrate", "-"], input=yaml.safe_dump(read_back))
+    assert result.exit_code == 0, result.output
+    (trainjob,) = yaml.safe_load_all(result.stdout)
+    assert trainjob["metadata"] == {"name": "pytorch-ddp"}
+    assert trainjob["spec"]["runtimeRef"] == {"name": "torch-distributed"}

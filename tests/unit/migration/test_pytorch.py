@@ -114,7 +114,7 @@ def test_a_pod_the_trainjob_can_describe_whole_runs_on_the_builtin_torch_runtime
     assert migration.runtime is None
     assert migration.trainjob.spec.runtime_ref.name == "torch-distributed"
     assert trainer(migration)["resourcesPerNode"] == resources
-    assert "they come back 6 times" in notes(migration)["spec.runPolicy.backoffLimit"]
+    assert "retries them 6 times" in notes(migration)["spec.runPolicy.backoffLimit"]
 
 
 def test_the_v1_rendezvous_port_is_left_to_trainer_and_does_not_need_a_runtime() -> None:

@@ -208,6 +208,14 @@ def _gang(written: RunPolicy, path: str, mapping: RunPolicyMapping) -> None:
 # --- pod templates --------------------------------------------------------------------------------------
 
 
+def pod_template(template: Mapping[str, Any]) -> Obj:
+    """A copy of a v1 pod template, without the empty metadata an API server stores in one
+    (``creationTimestamp: null``): a job read back with ``kubectl get -o yaml`` migrates as written."""
+    copied = copy.deepcopy(dict(template))
+    metadata = {k: v for k, v in (copied.pop("metadata", None) or {}).items() if v not in (None, {}, [])}
+    return {"metadata": metadata, **copied} if metadata else copied
+
+
 def main_container_index(template: Mapping[str, Any], name: str | None) -> int:
     """The container a v1 operator treats as the job's: the one named ``name``, else the first."""
     containers = (template.get("spec") or {}).get("containers") or []

@@ -11,7 +11,6 @@ when it had none, as mpi-operator defaulted it), the Launcher the replicated job
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 
 from kubetrain.api.common import CleanPodPolicy, RestartPolicy
@@ -22,6 +21,7 @@ from kubetrain.frameworks.migration.common import (
     Obj,
     main_container_index,
     node_container,
+    pod_template,
     retries,
     run_policy,
     runtime_metadata,
@@ -120,7 +120,7 @@ def migrate_mpi(job: MPIJob | MPIJobV2) -> Migration:
     notes: list[Note] = []
 
     launcher_spec = specs["Launcher"]
-    launcher_template = copy.deepcopy(launcher_spec.template)
+    launcher_template = pod_template(launcher_spec.template)
     launcher_pod: Obj = launcher_template.get("spec") or {}
     launcher_containers: list[Obj] = launcher_pod.get("containers") or []
     launcher_path = f"{path}.Launcher.template.spec.containers[0]"
@@ -139,7 +139,7 @@ def migrate_mpi(job: MPIJob | MPIJobV2) -> Migration:
     launcher_containers[0] = launcher_node
 
     worker_spec = specs["Worker"]
-    worker_template = copy.deepcopy(worker_spec.template)
+    worker_template = pod_template(worker_spec.template)
     worker_pod: Obj = worker_template.get("spec") or {}
     worker_containers: list[Obj] = worker_pod.get("containers") or []
     main = main_container_index(worker_template, shape.main_container)

@@ -10,7 +10,6 @@ that a built-in runtime lacks: then the TrainJob names the built-in one.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
@@ -23,6 +22,7 @@ from kubetrain.frameworks.migration.common import (
     differences,
     main_container_index,
     node_container,
+    pod_template,
     retries,
     run_policy,
     runtime_metadata,
@@ -80,7 +80,7 @@ def migrate_single(job: TrainingJob, rendezvous: Rendezvous) -> Migration:
             [FieldError(f"{job.replica_specs_path}.{first}.replicas", "a TrainJob needs at least one node")]
         )
     notes = _template_notes(defaulted, types)
-    template = copy.deepcopy(specs[first].template)
+    template = pod_template(specs[first].template)
     pod_spec: Obj = template.get("spec") or {}
     containers: list[Obj] = pod_spec.get("containers") or []
     index = main_container_index(template, framework.default_container)
@@ -123,9 +123,9 @@ def migrate_single(job: TrainingJob, rendezvous: Rendezvous) -> Migration:
             notes.append(
                 Note(
                     "spec.runPolicy.backoffLimit",
-                    "unset: v1 restarted failed pods without limit; on the built-in runtime "
-                    f"{rendezvous.builtin_runtime} they come back {DEFAULT_JOB_BACKOFF_LIMIT} times (a Job's "
-                    "default backoffLimit)",
+                    "unset: v1 restarted failed pods without limit; the Job of the built-in runtime "
+                    f"{rendezvous.builtin_runtime} retries them {DEFAULT_JOB_BACKOFF_LIMIT} times "
+                    "(Kubernetes' default backoffLimit)",
                 )
             )
     else:
