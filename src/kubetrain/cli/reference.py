@@ -24,7 +24,8 @@ Generated from the commands' `--help` by `python -m kubetrain.cli.reference` (`m
 hand. Every command acts on the cluster of the current kubeconfig context, or with `--local` on the jobs run
 on this machine (`kubetrain run`, `kubetrain submit --local`, `TrainingClient(backend="local")`).
 
-`kubetrain migrate` (last) reads v1 job manifests and writes Kubeflow Trainer v2 TrainJobs; it needs no cluster.
+`kubetrain migrate` (last) reads v1 job manifests and writes Kubeflow Trainer v2 TrainJobs: it needs no
+cluster.
 
 Conventions, as in kubectl: `-n/--namespace` (default: the context's namespace, else `default`),
 `-A/--all-namespaces`, `-o/--output`, `-l/--selector`, `-w/--watch`, `-f/--follow`, `--kubeconfig`,
