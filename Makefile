@@ -201,7 +201,7 @@ manifests: $(STAMP)
 # docs/frameworks/; unit tests fail when either is stale.
 docs: $(STAMP)
 	$(BIN)/python -m kubetrain.cli.reference > docs/cli.md
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python tests/docs_blocks.py docs/frameworks/*.md docs/progress.md
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python tests/docs_blocks.py docs/frameworks/*.md docs/progress.md docs/migration.md
 
 # Container images, built here without a registry (tools/images/build.py, docs/development.md#images):
 # podman and buildah build them, mmdebstrap makes the Debian base, runc runs the build steps (crun cannot

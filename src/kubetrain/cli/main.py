@@ -21,6 +21,7 @@ from kubetrain import __version__
 COMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("kubetrain.cli.plan", "plan"),
     "run": ("kubetrain.cli.run", "run_command"),
+    "migrate": ("kubetrain.cli.migrate", "migrate_command"),
     "operator": ("kubetrain.cli.operator", "operator"),
     "submit": ("kubetrain.cli.submit", "submit"),
     "get": ("kubetrain.cli.get", "get"),

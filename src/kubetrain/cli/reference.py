@@ -15,12 +15,17 @@ from typer.main import get_command
 from kubetrain.cli.main import app
 
 JOB_COMMANDS = ("submit", "get", "describe", "logs", "wait", "delete", "suspend", "resume", "scale")
+FILE_COMMANDS = ("migrate",)
+"""Commands that only read and write manifest files."""
 
 HEADER = """# kubetrain CLI reference: the job commands
 
 Generated from the commands' `--help` by `python -m kubetrain.cli.reference` (`make docs`); do not edit by
 hand. Every command acts on the cluster of the current kubeconfig context, or with `--local` on the jobs run
 on this machine (`kubetrain run`, `kubetrain submit --local`, `TrainingClient(backend="local")`).
+
+`kubetrain migrate` (last) reads v1 job manifests and writes Kubeflow Trainer v2 TrainJobs: it needs no
+cluster.
 
 Conventions, as in kubectl: `-n/--namespace` (default: the context's namespace, else `default`),
 `-A/--all-namespaces`, `-o/--output`, `-l/--selector`, `-w/--watch`, `-f/--follow`, `--kubeconfig`,
@@ -77,7 +82,7 @@ def command_reference(name: str) -> str:
 
 
 def render() -> str:
-    return HEADER + "\n" + "\n".join(command_reference(name) for name in JOB_COMMANDS)
+    return HEADER + "\n" + "\n".join(command_reference(name) for name in (*JOB_COMMANDS, *FILE_COMMANDS))
 
 
 if __name__ == "__main__":
