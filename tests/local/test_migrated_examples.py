@@ -1,8 +1,5 @@
 """``kubetrain migrate`` of every v1 example that maps, then ``kubetrain run`` of the TrainJob it wrote: the
-same processes find each other as the v1 job's did and end the same way, now as a TrainJob's nodes.
-
-(The MPIJob example maps too, but the TrainJob runner does not run an MPI runtime's nodes as processes yet:
-docs/migration.md says what it lacks.)"""
+same processes find each other as the v1 job's did and end the same way, now as a TrainJob's nodes."""
 
 from __future__ import annotations
 
@@ -82,3 +79,13 @@ def test_migrated_jax_processes_psum_across_the_coordinator_by_v1s_names(
         lines = run.lines_of(node)
         assert f"process {process} of 2, 2 devices in all" in lines
         assert f"process {process}: psum = 3 (expected 3)" in lines
+
+
+def test_migrated_mpi_runs_one_rank_per_slot_from_its_launcher_alone(tmp_path: Path, state_dir: Path) -> None:
+    run = kubetrain_run(migrated(tmp_path, "mpi"), state_dir)
+    assert_complete(run)
+    assert [r["name"] for r in run.status_record["replicas"]] == ["launcher-0"], "the nodes are not processes"
+    assert (state_dir / "mpi-allreduce" / "config" / "hostfile").read_text() == "localhost slots=4\n"
+    results = sorted(line for line in run.lines_of("launcher-0") if "allreduce of ranks" in line)
+    assert [line.split(" of ")[0] for line in results] == ["rank 0", "rank 1", "rank 2", "rank 3"]
+    assert all(line.endswith("allreduce of ranks = 6 (expected 6)") for line in results)

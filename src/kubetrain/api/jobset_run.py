@@ -31,6 +31,15 @@ class ReplicatedJobShape(WireModel):
     """JobSet's ``dependsOn``: ``[{name, status: Ready|Complete}]``."""
 
 
+class MPIRun(WireModel):
+    """An MPI runtime's JobSet on one host: mpirun in the launcher starts every rank here."""
+
+    launcher: str = "launcher"
+    """The replicated job that runs mpirun (the only one started on one host)."""
+    slots: int = 1
+    """Ranks in all: every node's slots (the hostfile's, summed)."""
+
+
 class JobSetRunSpec(JobSpec):
     REPLICA_SPECS_FIELD: ClassVar[str] = "replicated_jobs"
     replicated_jobs: dict[str, ReplicaSpec]
@@ -41,6 +50,8 @@ class JobSetRunSpec(JobSpec):
     """JobSet's ``successPolicy``: ``operator`` (All, Any) over ``targetReplicatedJobs`` (default: all)."""
     trainjob: dict[str, Any] | None = None
     """The TrainJob this run carries out, as written (what listings show)."""
+    mpi: MPIRun | None = None
+    """Set for an MPI runtime: on one host only its launcher runs, with every slot on this host."""
 
 
 class JobSetRun(TrainingJob):

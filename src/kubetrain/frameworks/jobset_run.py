@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 from kubetrain.api.common import ConditionType, ReplicaSpec, RestartPolicy, RunPolicy
 from kubetrain.api.errors import FieldError
-from kubetrain.api.jobset_run import JobSetRun, JobSetRunSpec, ReplicatedJobShape
+from kubetrain.api.jobset_run import JobSetRun, JobSetRunSpec, MPIRun, ReplicatedJobShape
 from kubetrain.frameworks.addressing import Addressing
 from kubetrain.frameworks.base import (
     Awaited,
@@ -29,6 +29,8 @@ from kubetrain.frameworks.base import (
     Framework,
     StatusContext,
 )
+from kubetrain.frameworks.mpi_common import OPEN_MPI_ROOT_ENV
+from kubetrain.frameworks.trainer.constants import MPI_HOSTFILE_DIR, MPI_HOSTFILE_NAME
 
 COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 JOB_INDEX_ANNOTATION = "jobset.sigs.k8s.io/job-index"
@@ -70,8 +72,25 @@ class JobSetRunFramework(Framework[JobSetRun]):
                     )
         return errors
 
+    config_mount_path: ClassVar[str | None] = MPI_HOSTFILE_DIR
+    """Only an MPI run has config files: the launcher's hostfile, where Trainer mounts it."""
+    local_root_env: ClassVar[Mapping[str, str]] = OPEN_MPI_ROOT_ENV
+
     def materialised_replica_types(self, job: JobSetRun, colocated: bool) -> tuple[str, ...]:
+        """Every replicated job; on one host an MPI run's launcher alone (mpirun starts every rank here, as
+        an MPIJob's does)."""
+        mpi = job.spec.mpi
+        if colocated and mpi is not None:
+            return (mpi.launcher,) if mpi.launcher in job.replica_specs else ()
         return tuple(job.replica_specs)
+
+    def config_files(
+        self, job: JobSetRun, addressing: Addressing, running_hosts: Sequence[str]
+    ) -> dict[str, str]:
+        mpi = job.spec.mpi
+        if mpi is None or not addressing.colocated:
+            return {}
+        return {MPI_HOSTFILE_NAME: f"localhost slots={mpi.slots}\n"}
 
     def is_master_role(self, job: JobSetRun, replica_type: str, index: int) -> bool:
         return False
@@ -137,8 +156,11 @@ def _shape(job: JobSetRun, replica_type: str) -> ReplicatedJobShape:
     return job.spec.shapes.get(replica_type) or ReplicatedJobShape()
 
 
-def from_jobset(jobset: Mapping[str, Any], trainjob: Mapping[str, Any] | None = None) -> JobSetRun:
-    """The planned JobSet (``engine.trainjob_plan``'s) as a run: its pod templates, counts and order."""
+def from_jobset(
+    jobset: Mapping[str, Any], trainjob: Mapping[str, Any] | None = None, hostfile: str | None = None
+) -> JobSetRun:
+    """The planned JobSet (``engine.trainjob_plan``'s) as a run: its pod templates, counts and order; with
+    an MPI runtime's ``hostfile``, the slots it lists."""
     spec = jobset.get("spec") or {}
     replicated: dict[str, ReplicaSpec] = {}
     shapes: dict[str, ReplicatedJobShape] = {}
@@ -163,6 +185,17 @@ def from_jobset(jobset: Mapping[str, Any], trainjob: Mapping[str, Any] | None = 
             shapes=shapes,
             success_policy=spec.get("successPolicy"),
             trainjob=dict(trainjob) if trainjob is not None else None,
+            mpi=MPIRun(slots=_slots(hostfile)) if hostfile is not None else None,
             run_policy=RunPolicy(backoff_limit=backoff),
         ),
     )
+
+
+def _slots(hostfile: str) -> int:
+    """Every host's ``slots=N`` of an Open MPI hostfile, summed (a host without it counts 1)."""
+    total = 0
+    for line in hostfile.splitlines():
+        fields = dict(f.split("=", 1) for f in line.split()[1:] if "=" in f)
+        if line.strip():
+            total += int(fields.get("slots", "1"))
+    return total

@@ -34,7 +34,8 @@ from kubetrain.engine.types import Traits
 from kubetrain.frameworks.addressing import Addressing
 from kubetrain.frameworks.jobset_run import from_jobset
 from kubetrain.frameworks.trainer.builtin import builtin_runtimes
-from kubetrain.frameworks.trainer.constants import TRAINER_PORT
+from kubetrain.frameworks.trainer.constants import MPI_HOSTFILE_NAME, TRAINER_PORT
+from kubetrain.frameworks.trainer.mpi import hostfile_name
 from kubetrain.frameworks.trainer.plugin import ClusterAddressing as TrainerClusterAddressing
 
 LOCAL_NAMESPACE = "default"
@@ -142,9 +143,17 @@ def prepare(
         raise InvalidJobError([FieldError("spec.runtimeRef", "the runtime plans no JobSet")])
     shape = from_jobset(shaped)
     replicas: Addressing = address(shape, desired_replicas(shape, traits))
-    planned = plan(trainjob, runtime.spec, addressing=_ThroughReplicas(replicas, shape)).jobset
-    assert planned is not None
-    run = from_jobset(planned, trainjob.to_wire())
+    planned = plan(trainjob, runtime.spec, addressing=_ThroughReplicas(replicas, shape))
+    assert planned.jobset is not None
+    hostfile = next(
+        (
+            o["data"][MPI_HOSTFILE_NAME]
+            for o in planned.objects
+            if o["metadata"]["name"] == hostfile_name(trainjob.name)
+        ),
+        None,
+    )
+    run = from_jobset(planned.jobset, trainjob.to_wire(), hostfile)
     return TrainJobRun(trainjob, run, replicas)
 
 
