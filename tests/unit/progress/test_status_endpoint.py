@@ -276,6 +276,20 @@ async def test_unknown_fields_are_ignored_and_named_in_a_warning(client: Client,
     assert status.progress_percentage == 45 and status.metric("a") == "1"
 
 
+async def test_an_ignored_field_named_with_any_characters_cannot_break_the_warning_header(
+    client: Client, sink: Sink
+) -> None:
+    body = {"trainerStatus": {"progressPercentage": 45, 'na\u00efve"\r\nX-Injected: 1': 1}}
+    response = await client.post(PATH, json=body, headers=GOOD)
+    assert response.status == 200
+    assert (
+        response.headers["Warning"]
+        == '299 kubetrain "unknown field ignored: trainerStatus.na?ve???X-Injected: 1"'
+    )
+    assert "X-Injected" not in response.headers
+    assert len(sink.accepted) == 1
+
+
 async def test_a_field_name_sent_in_another_case_is_read_as_trainer_v2_3s_decoder_reads_it(
     client: Client, sink: Sink
 ) -> None:
