@@ -228,7 +228,12 @@ def test_trainer_v2_3s_own_status_script_in_a_pytorchjobs_pod_sets_its_trainer_s
     status = wait_until("the script's report", lambda: _at(jobs.trainer_status("trainer-script"), 42), 180)
     assert status["estimatedRemainingSeconds"] == 120
     assert status["metrics"] == [{"name": "loss", "value": "0.123"}, {"name": "accuracy", "value": "0.95"}]
-    assert jobs.logs("trainer-script").startswith("Success updating trainer status: 200 ")
+    # The status is written within a second of the answer; the answer reaches the pod's log in its own time.
+    wait_until(
+        "the script's success in its log",
+        lambda: jobs.logs("trainer-script").startswith("Success updating trainer status: 200 "),
+        60,
+    )
 
 
 def test_other_jobs_tokens_no_token_and_a_flood_are_refused_and_change_nothing(
