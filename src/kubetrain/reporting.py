@@ -1,9 +1,10 @@
 """Report a training job's progress and metrics from inside its processes, with the standard library only.
 
-The substrates inject three variables into every replica's containers (Kubeflow Trainer v2's protocol,
-KEP-2779): the whole URL of the job's status endpoint, the CA certificate that endpoint's TLS certificate
-chains to, and a file holding the bearer token to send. This module imports nothing but the standard
-library, so it may be copied, as this one file, into an image that does not have kubetrain installed.
+The substrates inject three variables into every replica's containers, Kubeflow Trainer v2.3's
+(``KUBEFLOW_TRAINER_SERVER_URL``, ``_CA_CERT``, ``_TOKEN``): the whole URL of the job's status endpoint, the
+CA certificate that endpoint's TLS certificate chains to, and a file holding the bearer token to send. This
+module imports nothing but the standard library, so it may be copied, as this one file, into an image that
+does not have kubetrain installed.
 
 In a training loop::
 
@@ -29,9 +30,10 @@ What the helper promises a training loop:
 - **without the variables it does nothing at all**, so the same script runs anywhere: on a laptop, in
   ``kubetrain run``, on a cluster.
 
-Besides this module's variable names, those of Trainer v2 releases (``KUBEFLOW_TRAINER_STATUS_URL``...,
-``KUBEFLOW_TRAINER_SERVER_URL``...) are read when these are absent, so a script instrumented for any
-Trainer v2 release reports to kubetrain, and this helper reports to Trainer v2.
+Where those are absent, the spellings of earlier drafts of the protocol are read
+(``KUBEFLOW_TRAINER_STATUS_SERVER_URL``..., which kubetrain injected before, and
+``KUBEFLOW_TRAINER_STATUS_URL``...), so a pod made by an earlier kubetrain still reports. Every report is
+one Trainer v2.3's status server accepts too (its ``lastUpdatedTime`` set, its metrics within its bounds).
 """
 
 from __future__ import annotations
@@ -53,16 +55,23 @@ from datetime import timedelta
 from pathlib import Path
 from typing import SupportsFloat
 
-STATUS_SERVER_URL_ENV = "KUBEFLOW_TRAINER_STATUS_SERVER_URL"
-STATUS_SERVER_CA_CERT_ENV = "KUBEFLOW_TRAINER_STATUS_SERVER_CA_CERT"
-STATUS_SERVER_TOKEN_ENV = "KUBEFLOW_TRAINER_STATUS_SERVER_TOKEN"
+STATUS_SERVER_URL_ENV = "KUBEFLOW_TRAINER_SERVER_URL"
+STATUS_SERVER_CA_CERT_ENV = "KUBEFLOW_TRAINER_SERVER_CA_CERT"
+STATUS_SERVER_TOKEN_ENV = "KUBEFLOW_TRAINER_SERVER_TOKEN"
+"""Kubeflow Trainer v2.3's names (``pkg/runtime/framework/plugins/trainjobstatus``): what both substrates
+inject."""
 
 VARIABLE_SPELLINGS: tuple[tuple[str, str, str], ...] = (
     (STATUS_SERVER_URL_ENV, STATUS_SERVER_CA_CERT_ENV, STATUS_SERVER_TOKEN_ENV),
+    (
+        "KUBEFLOW_TRAINER_STATUS_SERVER_URL",
+        "KUBEFLOW_TRAINER_STATUS_SERVER_CA_CERT",
+        "KUBEFLOW_TRAINER_STATUS_SERVER_TOKEN",
+    ),
     ("KUBEFLOW_TRAINER_STATUS_URL", "KUBEFLOW_TRAINER_STATUS_CA_CERT", "KUBEFLOW_TRAINER_STATUS_TOKEN"),
-    ("KUBEFLOW_TRAINER_SERVER_URL", "KUBEFLOW_TRAINER_SERVER_CA_CERT", "KUBEFLOW_TRAINER_SERVER_TOKEN"),
 )
-"""(URL, CA, token) variable names, first found first: kubetrain's, then Trainer v2 releases' spellings."""
+"""(URL, CA, token) variable names, first found first: Trainer v2.3's, then earlier drafts' (the first of
+them what kubetrain injected until it took Trainer v2.3's)."""
 
 DEFAULT_INTERVAL = 5.0
 """Seconds between two requests of one reporter: Trainer v2's helper's throttle, far inside the endpoints'
@@ -74,11 +83,12 @@ MAX_BACKOFF = 60.0
 EXIT_FLUSH_SECONDS = 2.0
 """How long a process's exit may wait for its last report to be sent."""
 
-MAX_METRICS = 64
-MAX_METRIC_NAME = 128
-MAX_METRIC_VALUE = 256
+MAX_METRICS = 256
+MAX_METRIC_NAME = 64
+MAX_METRIC_VALUE = 64
 MAX_REMAINING_SECONDS = 2**31 - 1
-"""The endpoint's limits (``kubetrain.api.progress``): a report beyond them would be refused whole, so the
+"""The bounds every endpoint takes, kubetrain's for every kind and Trainer v2.3's TrainJob's (the narrower,
+``kubetrain.api.progress.TRAINJOB_REPORT_LIMITS``): a report beyond them would be refused whole, so the
 helper leaves out what does not fit instead."""
 _MAX_ANSWER_BYTES = 64 * 1024
 
@@ -256,7 +266,11 @@ class ProgressReporter:
         if self.endpoint is None or self._closed:
             return
         try:
-            body = json.dumps({"trainerStatus": trainer_status(progress, eta_seconds, metrics)}).encode()
+            status = trainer_status(progress, eta_seconds, metrics)
+            # When the values were observed: Trainer v2.3's TrainJob requires it (kubetrain's endpoints
+            # replace it with the time they received the report).
+            status["lastUpdatedTime"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            body = json.dumps({"trainerStatus": status}).encode()
             with self._lock:
                 if self._pending is not None:
                     self.dropped += 1

@@ -1,6 +1,6 @@
 """``kubetrain run --runtime podman|docker`` serves the status endpoint where the job network's containers
 reach it: at the network's gateway, by the engine's name for the host, with each replica's CA and token
-mounted where Kubeflow Trainer v2 mounts them."""
+mounted where Kubeflow Trainer v2.3 mounts them, so that Trainer's own status script reports unchanged."""
 
 from __future__ import annotations
 
@@ -11,13 +11,15 @@ from pathlib import Path
 import pytest
 
 from containers.test_container_runs import python_job
-from local.local_run import KUBETRAIN, SCRIPTS, kubetrain_run, write_manifest
+from local.local_run import KUBETRAIN, REPO, SCRIPTS, kubetrain_run, write_manifest
 
 pytestmark = [pytest.mark.containers, pytest.mark.slow]
 
 REPORTER = (SCRIPTS / "report_stdlib.py").read_text()
 """The local tier's standard-library reporter, run as ``python -c`` in the Python base image."""
 HOST_NAMES = {"podman": "host.containers.internal", "docker": "host.docker.internal"}
+TRAINER_SCRIPT = (REPO / "tests" / "upstream" / "trainer" / "status_update.py").read_text()
+"""Kubeflow Trainer v2.3.0's test/e2e/testdata/status_update.py, byte for byte, run as ``python -c``."""
 
 
 def test_a_container_reports_with_the_stdlib_over_the_engines_host_name_and_its_mounted_files(
@@ -49,3 +51,18 @@ def test_a_container_reports_with_the_stdlib_over_the_engines_host_name_and_its_
         check=True,
     ).stdout.splitlines()
     assert re.match(r"contained\s+PyTorchJob\s+Succeeded\s+75%\s+-\s+", listing[1]), listing
+
+
+def test_trainer_v2_3s_own_status_script_reports_from_a_container_with_the_mounted_token_and_ca(
+    tmp_path: Path, state_dir: Path, runtime: str
+) -> None:
+    job = python_job("trainer-script", {"Worker": (1, TRAINER_SCRIPT)})
+
+    run = kubetrain_run(write_manifest(tmp_path, job), state_dir, extra=("--runtime", runtime))
+
+    assert run.returncode == 0, run.stderr[-3000:]
+    [said] = run.lines_of("worker-0")
+    assert said.startswith("Success updating trainer status: 200 "), said
+    status = run.job_status["trainerStatus"]
+    assert (status["progressPercentage"], status["estimatedRemainingSeconds"]) == (42, 120)
+    assert status["metrics"] == [{"name": "loss", "value": "0.123"}, {"name": "accuracy", "value": "0.95"}]

@@ -3,8 +3,9 @@ three injected variables alone (docs/progress.md's own example), to the in-clust
 (the standalone overlay as it ships: HTTPS through the headless Service, a projected token, the CA from the
 namespace's ConfigMap).
 
-Its progress is in ``kubectl get``, ``kubetrain get`` and the SDK within 5 s of a report; another job's token,
-no token, a token of another job's pod and a flood are refused (401, 401, 403, 429) and change nothing; and a
+Its progress is in ``kubectl get``, ``kubetrain get`` and the SDK within 5 s of a report; Kubeflow Trainer
+v2.3's own status script, unchanged, sets a PyTorchJob's trainerStatus from its pod; another job's token, no
+token, a token of another job's pod and a flood are refused (403, 403, 403, 429) and change nothing; and a
 job that reports and then goes quiet with its process alive is failed and restarted at its deadline.
 """
 
@@ -33,6 +34,10 @@ SERVICE = "training-operator-status.kubeflow.svc"
 STEPS = 20
 
 DOCS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "progress.md"
+TRAINER_SCRIPT = (
+    Path(__file__).resolve().parents[2] / "tests" / "upstream" / "trainer" / "status_update.py"
+).read_text()
+"""Kubeflow Trainer v2.3.0's test/e2e/testdata/status_update.py, byte for byte (run as ``python -c``)."""
 PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 [DOCUMENTED_REPORT] = PYTHON_BLOCK.findall(section_text(DOCS_PAGE, "On a cluster"))
 """The page's stdlib reporter, ``report(progress, remaining_seconds, **metrics)``, as the page shows it."""
@@ -62,9 +67,9 @@ time.sleep(3600)  # alive and silent: hung
 INTRUDER = """
 import json, os, ssl, time, urllib.error, urllib.request
 
-URL = os.environ["KUBEFLOW_TRAINER_STATUS_SERVER_URL"]
-CONTEXT = ssl.create_default_context(cafile=os.environ["KUBEFLOW_TRAINER_STATUS_SERVER_CA_CERT"])
-with open(os.environ["KUBEFLOW_TRAINER_STATUS_SERVER_TOKEN"]) as file:
+URL = os.environ["KUBEFLOW_TRAINER_SERVER_URL"]
+CONTEXT = ssl.create_default_context(cafile=os.environ["KUBEFLOW_TRAINER_SERVER_CA_CERT"])
+with open(os.environ["KUBEFLOW_TRAINER_SERVER_TOKEN"]) as file:
     TOKEN = file.read().strip()
 
 
@@ -216,6 +221,21 @@ def _pinned_post(address: str, ca: str, path: str, token: str) -> int:
     return connection.getresponse().status
 
 
+def test_trainer_v2_3s_own_status_script_in_a_pytorchjobs_pod_sets_its_trainer_status(
+    jobs: Jobs, operator: RealCluster
+) -> None:
+    jobs.create(job("trainer-script", TRAINER_SCRIPT))
+    status = wait_until("the script's report", lambda: _at(jobs.trainer_status("trainer-script"), 42), 180)
+    assert status["estimatedRemainingSeconds"] == 120
+    assert status["metrics"] == [{"name": "loss", "value": "0.123"}, {"name": "accuracy", "value": "0.95"}]
+    # The status is written within a second of the answer; the answer reaches the pod's log in its own time.
+    wait_until(
+        "the script's success in its log",
+        lambda: jobs.logs("trainer-script").startswith("Success updating trainer status: 200 "),
+        60,
+    )
+
+
 def test_other_jobs_tokens_no_token_and_a_flood_are_refused_and_change_nothing(
     jobs: Jobs, operator: RealCluster, namespace: str
 ) -> None:
@@ -229,8 +249,8 @@ def test_other_jobs_tokens_no_token_and_a_flood_are_refused_and_change_nothing(
         "the intruder's results", lambda: re.search(r"RESULTS (.*)", jobs.logs("intruder")), 180
     )
     results = json.loads(line.group(1))
-    assert results["another_jobs_url"] == 401, "its token is for its own job's audience"
-    assert results["no_token"] == 401
+    assert results["another_jobs_url"] == 403, "its token is for its own job's audience"
+    assert results["no_token"] == 403
     assert results["flood"][:3] == [200, 200, 200]
     assert results["flood"].count(429) >= 20
 
@@ -242,7 +262,7 @@ def test_other_jobs_tokens_no_token_and_a_flood_are_refused_and_change_nothing(
         "apiVersion": "authentication.k8s.io/v1",
         "kind": "TokenRequest",
         "spec": {
-            "audiences": [f"kubetrain.dev/status/{namespace}/pytorchjobs/reporter"],
+            "audiences": [f"kubeflow.org/v1/namespaces/{namespace}/pytorchjobs/reporter/status"],
             "expirationSeconds": 600,
             "boundObjectRef": {
                 "kind": "Pod",

@@ -1,6 +1,7 @@
 """A local run serves the status endpoint: replicas report with the standard library and the three variables,
-and the report shows in ``kubetrain get --local``, the SDK and the run's record; a job that goes quiet past
-its progress deadline is flagged, or restarted when it asks for that."""
+and the report shows in ``kubetrain get --local``, the SDK and the run's record; Kubeflow Trainer v2.3's own
+status script, unchanged, sets a PyTorchJob's trainerStatus under ``kubetrain run`` and ``kubetrain submit
+--local``; a job that goes quiet past its progress deadline is flagged, or restarted when it asks for that."""
 
 from __future__ import annotations
 
@@ -11,19 +12,29 @@ import stat
 import subprocess
 import time
 from collections.abc import Callable, Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
 
+from builders import cli_runner
+from kubetrain.cli.main import app
 from kubetrain.sdk import TrainingClient
 from local.local_run import KUBETRAIN, REPO, SCRIPTS, kubetrain_run, python_job, write_manifest
 
 pytestmark = pytest.mark.local
 
 REPORT = str(SCRIPTS / "report_stdlib.py")
+TRAINER_SCRIPT = str(REPO / "tests" / "upstream" / "trainer" / "status_update.py")
+"""Kubeflow Trainer v2.3.0's test/e2e/testdata/status_update.py, byte for byte."""
+TRAINER_REPORT = {
+    "progressPercentage": 42,
+    "estimatedRemainingSeconds": 120,
+    "metrics": [{"name": "loss", "value": "0.123"}, {"name": "accuracy", "value": "0.95"}],
+}
+"""What the script reports (its lastUpdatedTime replaced by the time the endpoint received it)."""
 DEADLINE = "kubetrain.dev/progress-deadline-seconds"
 ACTION = "kubetrain.dev/progress-deadline-action"
 
@@ -117,8 +128,48 @@ def test_a_stdlib_report_shows_in_get_local_and_the_sdk_while_running_and_after(
     assert "last progress report: 100%, 0s left, loss=0.05, phase=train" in stderr
 
 
+def test_trainer_v2_3s_own_status_script_sets_a_pytorchjobs_trainer_status_under_kubetrain_run(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    job = python_job("trainer-script", {"Master": (1, [TRAINER_SCRIPT]), "Worker": (1, [TRAINER_SCRIPT])})
+    run = kubetrain_run(write_manifest(tmp_path, job), state_dir)
+    assert run.returncode == 0, run.stderr
+    for replica in ("master-0", "worker-0"):
+        [said] = run.lines_of(replica)
+        assert said.startswith("Success updating trainer status: 200 "), said
+    status = run.job_status["trainerStatus"]
+    assert {key: status[key] for key in TRAINER_REPORT} == TRAINER_REPORT
+    assert datetime.fromisoformat(status["lastUpdatedTime"]) <= datetime.now(UTC)
+    assert run.condition("Succeeded") is not None
+
+
+def test_trainer_v2_3s_own_status_script_sets_a_pytorchjobs_trainer_status_under_submit_local(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    cli = cli_runner()
+
+    def local(*args: str) -> Any:
+        return cli.invoke(app, [*args, "--local", "--state-dir", str(state_dir)])
+
+    manifest = write_manifest(tmp_path, python_job("submitted", {"Master": (1, [TRAINER_SCRIPT])}))
+    try:
+        assert local("submit", str(manifest)).exit_code == 0
+        waited = local("wait", "submitted", "--for=condition=Succeeded", "--timeout=120s")
+        assert waited.exit_code == 0, waited.output
+        status = (
+            TrainingClient(backend="local", state_dir=state_dir).get_job("submitted").status.trainer_status
+        )
+        assert status is not None
+        assert (status.progress_percentage, status.estimated_remaining_seconds) == (42, 120)
+        assert [(m.name, m.value) for m in status.metrics or []] == [("loss", "0.123"), ("accuracy", "0.95")]
+        said = local("logs", "submitted").stdout
+        assert said.startswith("master-0 | Success updating trainer status: 200 "), said
+    finally:
+        local("delete", "submitted")
+
+
 def test_each_replica_gets_its_own_token_readable_by_it_alone(tmp_path: Path, state_dir: Path) -> None:
-    show = "import os; print(os.environ['KUBEFLOW_TRAINER_STATUS_SERVER_TOKEN'])"
+    show = "import os; print(os.environ['KUBEFLOW_TRAINER_SERVER_TOKEN'])"
     run = kubetrain_run(
         write_manifest(tmp_path, python_job("tokens", {"Worker": (2, ["-c", show])})), state_dir
     )
@@ -148,8 +199,8 @@ def test_a_token_is_refused_for_another_jobs_path_and_an_unknown_token_at_all(
         f"not for {path}/other-job/status"
     ]
     assert run.lines_of("worker-0") == [
-        "report 1: HTTP 401 the token is not one this run of default/refusing issued: send the one in the "
-        "file KUBEFLOW_TRAINER_STATUS_SERVER_TOKEN names"
+        "report 1: HTTP 403 the token is not one this run of default/refusing issued: send the one in the "
+        "file KUBEFLOW_TRAINER_SERVER_TOKEN names"
     ]
     assert "trainerStatus" not in run.job_status
     assert record(state_dir, "refusing")["progress_history"] == {"interval": 0.0, "points": []}

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -23,13 +23,31 @@ from typing import Any
 from kubetrain.api.base import Time, WireModel
 
 MAX_REPORT_BYTES = 64 * 1024
-"""The largest request body the status endpoints read: a report is a few hundred bytes."""
-MAX_METRICS = 64
-"""Metrics one report may carry (the CRD's ``maxItems``)."""
+"""The largest request body the status endpoints read (Trainer v2.3's ``maxBodySize``)."""
+MAX_METRICS = 256
+"""Metrics one report may carry (the CRDs' ``maxItems``, Trainer v2.3's)."""
 MAX_METRIC_NAME = 128
 MAX_METRIC_VALUE = 256
+"""The longest metric name and value the ``kubeflow.org`` kinds store: Trainer v2.3's TrainJob stores at most
+64 characters of each (``TRAINJOB_REPORT_LIMITS``); kubetrain's CRDs were made roomier first, and stay so."""
 MAX_REMAINING_SECONDS = 2**31 - 1
 """Trainer v2's ``estimatedRemainingSeconds`` is an int32."""
+
+
+@dataclass(frozen=True)
+class ReportLimits:
+    """What one kind's ``status.trainerStatus`` may hold (its CRD's bounds): a report beyond them is refused
+    when it arrives (422) rather than accepted and then refused by the API server when it is written."""
+
+    metrics: int = MAX_METRICS
+    metric_name: int = MAX_METRIC_NAME
+    metric_value: int = MAX_METRIC_VALUE
+
+
+KUBEFLOW_REPORT_LIMITS = ReportLimits()
+"""The ``kubeflow.org`` kinds' (kubetrain's CRDs)."""
+TRAINJOB_REPORT_LIMITS = ReportLimits(metrics=256, metric_name=64, metric_value=64)
+"""Trainer v2.3.0's TrainJob CRD (``manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml``)."""
 
 
 class Metric(WireModel):
@@ -69,48 +87,93 @@ class ReportError(ValueError):
         return f"{self.field}: {self.message}" if self.field else self.message
 
 
-def parse_report(body: bytes, received_at: datetime) -> TrainerStatus:
-    """The ``trainerStatus`` of a report's JSON body, stamped with the time it was received.
+@dataclass(frozen=True)
+class Report:
+    """A request body read as Trainer v2.3's status server reads it."""
 
-    The reporter's own ``lastUpdatedTime``, if it sent one, is replaced: the deadline a job may go without
-    reporting is measured on one clock, the substrate's, not on each pod's.
+    status: TrainerStatus | None
+    """None when the body carries no ``trainerStatus``: Trainer v2.3 answers 200 and stores nothing."""
+    ignored: tuple[str, ...] = ()
+    """Fields the body had that a report has not: ignored, as Trainer v2.3's JSON decoder ignores them."""
+
+
+def parse_report(body: bytes, received_at: datetime, limits: ReportLimits = KUBEFLOW_REPORT_LIMITS) -> Report:
+    """The report in a request body, stamped with the time it was received.
+
+    Whatever Trainer v2.3's server accepts is accepted: its decoder (Go's ``encoding/json``) reads the first
+    JSON value of the body, matches field names without regard to case and ignores unknown fields, and a body
+    without ``trainerStatus`` is a report of nothing. What it refuses is refused, naming the field. Beyond it,
+    a whole-number float and a metric value sent as a bare number are taken, and ``lastUpdatedTime`` may be
+    left out: the reporter's own is replaced anyway, because the deadline a job may go without reporting is
+    measured on one clock, the substrate's, not on each pod's.
     """
     if len(body) > MAX_REPORT_BYTES:
         raise ReportError("", f"the body is {len(body)} bytes; a report may be at most {MAX_REPORT_BYTES}")
     try:
-        payload = json.loads(body)
+        text = body.decode("utf-8").lstrip(" \t\r\n")
+        payload, _ = json.JSONDecoder().raw_decode(text)
     except (UnicodeDecodeError, ValueError) as error:
         raise ReportError("", f'the body is not JSON ({error}); send {{"trainerStatus": {{...}}}}') from None
+    if payload is None:
+        return Report(None)
     if not isinstance(payload, dict):
         raise ReportError("", 'the body must be a JSON object: {"trainerStatus": {...}}')
-    unknown = sorted(str(key) for key in payload if key != "trainerStatus")
-    if unknown:
-        raise ReportError(unknown[0], "unknown field; a report has one field, trainerStatus")
-    status = payload.get("trainerStatus")
+    ignored: list[str] = []
+    top = _fields(payload, ("trainerStatus",), "", ignored)
+    status = top.get("trainerStatus")
+    if status is None:
+        return Report(None, tuple(ignored))
     if not isinstance(status, dict):
         raise ReportError(
             "trainerStatus",
-            "Required value: an object with progressPercentage, estimatedRemainingSeconds and/or metrics",
+            "must be an object with progressPercentage, estimatedRemainingSeconds and/or metrics",
         )
-    unknown = sorted(str(key) for key in status if key not in _REPORT_FIELDS)
-    if unknown:
-        valid = ", ".join(_REPORT_FIELDS)
-        raise ReportError(f"trainerStatus.{unknown[0]}", f"unknown field; valid fields are: {valid}")
-    return TrainerStatus(
-        progress_percentage=_whole_number(status, "progressPercentage", 0, 100),
+    fields = _fields(status, _REPORT_FIELDS, "trainerStatus.", ignored)
+    _check_time(fields.get("lastUpdatedTime"))
+    parsed = TrainerStatus(
+        progress_percentage=_whole_number(fields, "progressPercentage", 0, 100),
         estimated_remaining_seconds=_whole_number(
-            status, "estimatedRemainingSeconds", 0, MAX_REMAINING_SECONDS
+            fields, "estimatedRemainingSeconds", 0, MAX_REMAINING_SECONDS
         ),
-        metrics=_metrics(status.get("metrics")),
+        metrics=_metrics(fields.get("metrics"), limits, ignored),
         last_updated_time=received_at.astimezone(UTC),
     )
+    return Report(parsed, tuple(ignored))
 
 
 _REPORT_FIELDS = ("progressPercentage", "estimatedRemainingSeconds", "metrics", "lastUpdatedTime")
 
 
-def _whole_number(status: Mapping[str, Any], name: str, low: int, high: int) -> int | None:
-    value = status.get(name)
+def _fields(obj: Mapping[str, Any], names: Sequence[str], where: str, ignored: list[str]) -> dict[str, Any]:
+    """``obj``'s values by field name as Go's decoder matches them: an exact name, else one differing only in
+    case; a later key for the same field wins. Other keys are added to ``ignored``."""
+    by_fold = {name.casefold(): name for name in names}
+    found: dict[str, Any] = {}
+    for key, value in obj.items():
+        name = key if key in names else by_fold.get(key.casefold())
+        if name is None:
+            ignored.append(f"{where}{key}")
+        else:
+            found[name] = value
+    return found
+
+
+def _check_time(value: object) -> None:
+    if value is None:
+        return
+    path = "trainerStatus.lastUpdatedTime"
+    try:
+        parsed = datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        parsed = None
+    if parsed is None or parsed.tzinfo is None:
+        raise ReportError(
+            path, f'Invalid value: {json.dumps(value)}: must be an RFC 3339 time, e.g. "2026-11-26T10:00:00Z"'
+        )
+
+
+def _whole_number(fields: Mapping[str, Any], name: str, low: int, high: int) -> int | None:
+    value = fields.get(name)
     if value is None:
         return None
     path = f"trainerStatus.{name}"
@@ -123,31 +186,28 @@ def _whole_number(status: Mapping[str, Any], name: str, low: int, high: int) -> 
     return value
 
 
-def _metrics(value: object) -> list[Metric] | None:
+def _metrics(value: object, limits: ReportLimits, ignored: list[str]) -> list[Metric] | None:
     if value is None:
         return None
     path = "trainerStatus.metrics"
     if not isinstance(value, list):
         raise ReportError(path, 'must be a list of {"name": ..., "value": "..."} objects')
-    if len(value) > MAX_METRICS:
-        raise ReportError(path, f"Too many: {len(value)}: must have at most {MAX_METRICS} items")
+    if len(value) > limits.metrics:
+        raise ReportError(path, f"Too many: {len(value)}: must have at most {limits.metrics} items")
     metrics: list[Metric] = []
-    seen: set[str] = set()
     for position, item in enumerate(value):
         where = f"{path}[{position}]"
-        if not isinstance(item, dict) or set(item) - {"name", "value"}:
-            raise ReportError(where, 'must be an object with exactly "name" and "value"')
-        name, metric_value = item.get("name"), item.get("value")
-        if not isinstance(name, str) or not 0 < len(name) <= MAX_METRIC_NAME:
-            raise ReportError(f"{where}.name", f"must be a string of 1 to {MAX_METRIC_NAME} characters")
-        if name in seen:
-            raise ReportError(f"{where}.name", f"Duplicate value: {json.dumps(name)}")
+        if not isinstance(item, dict):
+            raise ReportError(where, 'must be an object with "name" and "value"')
+        fields = _fields(item, ("name", "value"), f"{where}.", ignored)
+        name, metric_value = fields.get("name"), fields.get("value")
+        if not isinstance(name, str) or not 0 < len(name) <= limits.metric_name:
+            raise ReportError(f"{where}.name", f"must be a string of 1 to {limits.metric_name} characters")
         if isinstance(metric_value, bool) or not isinstance(metric_value, str | int | float):
             raise ReportError(f"{where}.value", "must be a string (Trainer v2 sends values as strings)")
         text = metric_value if isinstance(metric_value, str) else _number_text(metric_value)
-        if not 0 < len(text) <= MAX_METRIC_VALUE:
-            raise ReportError(f"{where}.value", f"must be a string of 1 to {MAX_METRIC_VALUE} characters")
-        seen.add(name)
+        if not 0 < len(text) <= limits.metric_value:
+            raise ReportError(f"{where}.value", f"must be a string of 1 to {limits.metric_value} characters")
         metrics.append(Metric(name=name, value=text))
     return metrics
 
@@ -157,7 +217,7 @@ def _number_text(value: float) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
-# --- the endpoint's path ---------------------------------------------------------------------------
+# --- the endpoint's routes -------------------------------------------------------------------------
 
 _STATUS_PATH = re.compile(
     r"^/apis/(?P<group>[a-z0-9.-]+)/(?P<version>[a-z0-9]+)/namespaces/(?P<namespace>[a-z0-9.-]+)"
@@ -185,13 +245,65 @@ class StatusTarget:
 
 
 def parse_status_path(path: str) -> StatusTarget | None:
-    """The report's job, or None when ``path`` is not a job's status path."""
+    """The job ``path`` names, by its shape alone, or None when it is not a status path."""
     found = _STATUS_PATH.match(path)
     if found is None:
         return None
     return StatusTarget(
         f"{found['group']}/{found['version']}", found["namespace"], found["plural"], found["name"]
     )
+
+
+@dataclass(frozen=True)
+class StatusRoute:
+    """One kind whose jobs report at ``/apis/<group>/<version>/namespaces/<ns>/<plural>/<name>/status``.
+
+    Kubeflow Trainer v2.3 serves one, ``trainer.kubeflow.org/v1alpha1`` ``trainjobs``; kubetrain serves one
+    per kind it runs, each from the same code."""
+
+    group: str
+    version: str
+    plural: str
+    limits: ReportLimits = KUBEFLOW_REPORT_LIMITS
+
+    @classmethod
+    def of(cls, api_version: str, plural: str, limits: ReportLimits = KUBEFLOW_REPORT_LIMITS) -> StatusRoute:
+        group, _, version = api_version.rpartition("/")
+        return cls(group, version, plural, limits)
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+    def target(self, namespace: str, name: str) -> StatusTarget:
+        return StatusTarget(self.api_version, namespace, self.plural, name)
+
+    @property
+    def path_pattern(self) -> str:
+        return f"/apis/{self.api_version}/namespaces/<namespace>/{self.plural}/<name>/status"
+
+
+class StatusRoutes:
+    """The kinds an endpoint serves: a path is a report's only when its group, version and plural are one
+    of them (404 otherwise, as for any other path)."""
+
+    def __init__(self, routes: Iterable[StatusRoute]) -> None:
+        self._routes = {(r.api_version, r.plural): r for r in routes}
+
+    def __iter__(self) -> Iterator[StatusRoute]:
+        return iter(self._routes.values())
+
+    def __len__(self) -> int:
+        return len(self._routes)
+
+    def route(self, target: StatusTarget) -> StatusRoute | None:
+        return self._routes.get((target.api_version, target.plural))
+
+    def match(self, path: str) -> tuple[StatusRoute, StatusTarget] | None:
+        """The route and job of a status path, or None when it is not one these routes serve."""
+        target = parse_status_path(path)
+        route = self.route(target) if target is not None else None
+        return None if route is None or target is None else (route, target)
 
 
 # --- history ---------------------------------------------------------------------------------------

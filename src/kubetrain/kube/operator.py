@@ -25,6 +25,7 @@ from lightkube.resources.autoscaling_v2 import HorizontalPodAutoscaler
 from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import Pod, Service
 
+from kubetrain.api.progress import StatusRoute
 from kubetrain.api.trainer import GROUP as TRAINER_GROUP
 from kubetrain.api.trainer import VERSION as TRAINER_VERSION
 from kubetrain.engine.types import ReplicaLimits, Traits
@@ -48,7 +49,7 @@ from kubetrain.kube.runtime.leader import ApiLeaseLock, ElectionSettings, Leader
 from kubetrain.kube.runtime.lifecycle import Outcome, run_while_leading
 from kubetrain.kube.runtime.reflector import resync_periodically
 from kubetrain.kube.runtime.store import ObjectChange, Store
-from kubetrain.kube.status.authenticator import JobCaches
+from kubetrain.kube.status.authenticator import BATCH_JOB_OWNER, JobCaches
 from kubetrain.kube.status.ca_bundle import CaPublisher
 from kubetrain.kube.status.endpoint import StatusEndpoint
 from kubetrain.kube.status.settings import StatusServerSettings
@@ -259,9 +260,12 @@ class Operator:
             autoscalers.add_handler(lambda change: _route_owned(change, self.controllers))
         if settings.status is not None and self.ca is not None:
             caches = JobCaches(
-                {(c.framework.api_version, c.framework.model.PLURAL): c.jobs for c in self.controllers},
+                {
+                    StatusRoute.of(c.framework.api_version, c.framework.model.PLURAL): c.jobs
+                    for c in self.controllers
+                },
                 pods.store,
-                batch_jobs.store if batch_jobs is not None else None,
+                {BATCH_JOB_OWNER: batch_jobs.store} if batch_jobs is not None else {},
                 synced=lambda: all(informer.has_synced.is_set() for informer in self.informers),
             )
             self.status_endpoint = StatusEndpoint(

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kubetrain.api.jobs import TrainingJob
-from kubetrain.api.progress import StatusTarget
+from kubetrain.api.progress import StatusRoute, StatusTarget
 from kubetrain.reporting import STATUS_SERVER_CA_CERT_ENV, STATUS_SERVER_TOKEN_ENV, STATUS_SERVER_URL_ENV
 
 CA_FILE = "ca.crt"
@@ -25,9 +25,14 @@ PORT_PLACEHOLDER = "<port>"
 """What ``kubetrain plan`` shows for the port a run's endpoint will listen on (chosen when it starts)."""
 
 
+def status_route(job: TrainingJob) -> StatusRoute:
+    """The route of the job's kind: what the run's endpoint serves."""
+    return StatusRoute.of(job.API_VERSION, job.PLURAL)
+
+
 def status_target(job: TrainingJob) -> StatusTarget:
     """The job's status path, as on a cluster: ``/apis/<group>/<version>/namespaces/<ns>/<plural>/<name>``."""
-    return StatusTarget(job.API_VERSION, job.namespace, job.PLURAL, job.name)
+    return status_route(job).target(job.namespace, job.name)
 
 
 def status_url(host: str, port: int | str, target: StatusTarget) -> str:

@@ -8,10 +8,11 @@ status path, the CA certificate and a token of its own, written beside the CA un
     <run>/progress/<type>-<i>/ca.crt     the run's CA certificate (0644)
     <run>/progress/<type>-<i>/token      the replica's random token (0600; the directory is 0700)
 
-A token names its replica: another token is refused (401), and a replica's token is good only for its own
-job's status path (403). The server stops with the run. Where the endpoint listens and by which name replicas
-reach it is the substrate's part (``status_access.StatusAccess``): a process on loopback, a container at its
-job network's gateway.
+A token names its replica: another token is refused, and a replica's token is good only for its own job's
+status path (both 403, as Trainer v2.3 answers a token it does not take); the endpoint serves the run's kind
+alone (404 for any other path). The server stops with the run. Where the endpoint listens and by which
+name replicas reach it is the substrate's part (``status_access.StatusAccess``): a process on loopback, a
+container at its job network's gateway.
 """
 
 from __future__ import annotations
@@ -28,14 +29,14 @@ from pathlib import Path
 from aiohttp import web
 
 from kubetrain.api.jobs import TrainingJob
-from kubetrain.api.progress import StatusTarget
+from kubetrain.api.progress import StatusRoutes, StatusTarget
 from kubetrain.local.status_access import (
     CA_FILE,
     TOKEN_FILE,
     ReporterAccess,
     StatusAccess,
     is_ipv6,
-    status_target,
+    status_route,
     status_url,
 )
 from kubetrain.progress import credentials
@@ -59,7 +60,7 @@ class RunTokens:
         replica = self._replicas.get(_digest(token))
         if replica is None:
             raise RefusedError(
-                401,
+                403,
                 f"the token is not one this run of {self.target.key} issued: send the one in the file "
                 f"{STATUS_SERVER_TOKEN_ENV} names",
             )
@@ -79,7 +80,8 @@ class RunStatusEndpoint:
     """The status endpoint of one run, from ``start`` to ``stop``; reports go to ``sink``."""
 
     def __init__(self, job: TrainingJob, replicas: Iterable[str], directory: Path, sink: ReportSink) -> None:
-        self.target = status_target(job)
+        self.route = status_route(job)
+        self.target = self.route.target(job.namespace, job.name)
         self.replicas = list(replicas)
         self.directory = directory
         self.sink = sink
@@ -94,7 +96,7 @@ class RunStatusEndpoint:
         tls = credentials.issue(list(access.names))
         tokens = {replica: secrets.token_urlsafe(32) for replica in self.replicas}
         self._write_files(tls.ca_cert, tokens)
-        app = status_application(RunTokens(self.target, tokens), self.sink)
+        app = status_application(StatusRoutes([self.route]), RunTokens(self.target, tokens), self.sink)
         listening = _listening_socket(access.bind_host)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()

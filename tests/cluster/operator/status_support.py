@@ -1,15 +1,18 @@
 """What the status endpoint's cluster tests share: an operator with the endpoint on a free loopback port,
 pod-bound tokens minted with the TokenRequest API (envtest's API server signs them as a kubelet's would be),
-and a reporter that uses only the standard library, as a training script would."""
+a reporter that uses only the standard library, as a training script would, and a pod played as its kubelet
+would run it (the env and the projected volume the operator rendered into it, made real on this machine)."""
 
 from __future__ import annotations
 
 import json
+import os
 import socket
 import ssl
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from operator_support import OperatorProcess, StartOperator, eventually
@@ -90,8 +93,53 @@ def mint_token(api: KubeApi, pod: KubeObject, audience: str, seconds: int = 3600
     return str(api.create(path, request)["status"]["token"])
 
 
-def audience(namespace: str, job: str, plural: str = "pytorchjobs") -> str:
-    return f"kubetrain.dev/status/{namespace}/{plural}/{job}"
+def audience(
+    namespace: str, job: str, plural: str = "pytorchjobs", api_version: str = "kubeflow.org/v1"
+) -> str:
+    """Kubeflow Trainer v2.3's rule: the job's status path without ``/apis/``."""
+    return f"{api_version}/namespaces/{namespace}/{plural}/{job}/status"
+
+
+def played_env(api: KubeApi, pod: KubeObject, container: str, root: Path) -> dict[str, str]:
+    """The env ``container`` of ``pod`` runs with, as the kubelet would give it: each projected volume it
+    mounts made under ``root`` (a token minted for the pod with the audience and lifetime the volume names,
+    the ConfigMap items it names), and each variable pointing into a mount pointed at the files under
+    ``root`` instead. Only what the operator renders is supported: plain values, projected volumes."""
+    spec = pod["spec"]
+    [rendered] = [c for c in spec["containers"] if c["name"] == container]
+    volumes = {volume["name"]: volume for volume in spec.get("volumes") or []}
+    mounts: dict[str, Path] = {}
+    for mount in rendered.get("volumeMounts") or []:
+        projected = volumes[mount["name"]].get("projected")
+        if projected is None:
+            continue
+        directory = root / mount["name"]
+        directory.mkdir(parents=True)
+        for source in projected["sources"]:
+            if "serviceAccountToken" in source:
+                token = source["serviceAccountToken"]
+                minted = mint_token(api, pod, token["audience"], token.get("expirationSeconds", 3600))
+                (directory / token["path"]).write_text(minted)
+            if "configMap" in source:
+                name = source["configMap"]["name"]
+                data = _config_map(api, pod["metadata"]["namespace"], name)["data"]
+                for item in source["configMap"]["items"]:
+                    (directory / item["path"]).write_text(data[item["key"]])
+        mounts[mount["mountPath"].rstrip("/")] = directory
+    env: dict[str, str] = {}
+    for variable in rendered.get("env") or []:
+        value = str(variable["value"])
+        for mount_path, directory in mounts.items():
+            if value.startswith(mount_path + "/"):
+                value = str(directory) + value[len(mount_path) :]
+        env[variable["name"]] = value
+    return {"PATH": os.environ.get("PATH", ""), **env}
+
+
+def _config_map(api: KubeApi, namespace: str, name: str) -> KubeObject:
+    path = f"/api/v1/namespaces/{namespace}/configmaps/{name}"
+    found: KubeObject = eventually(lambda: api.get_or_none(path), 30, f"ConfigMap {name}")
+    return found
 
 
 def ca_bundle(api: KubeApi, namespace: str) -> str:

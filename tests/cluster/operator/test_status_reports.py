@@ -1,5 +1,6 @@
 """The operator's status endpoint against a real API server: a replica's report reaches the job's status,
-``kubetrain get`` and the SDK in seconds; any other token, a malformed report and a flood are refused and
+``kubetrain get`` and the SDK in seconds; Kubeflow Trainer v2.3's own status script, run as the pod the
+operator rendered, sets the trainerStatus; any other token, a malformed report and a flood are refused and
 change nothing; the history survives a restart; the certificate rotates without one; a job that goes quiet
 is caught at its deadline; and with the endpoint off pods are as upstream's and nothing is created."""
 
@@ -9,8 +10,11 @@ import concurrent.futures
 import datetime
 import secrets
 import ssl
+import subprocess
+import sys
 import time
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,6 +35,7 @@ from status_support import (
     ca_bundle,
     free_port,
     mint_token,
+    played_env,
     post,
     start_endpoint,
     trainer_status,
@@ -48,6 +53,9 @@ from kubetrain.progress.credentials import issue
 from kubetrain.sdk.client import TrainingClient
 
 pytestmark = pytest.mark.cluster
+
+TRAINER_SCRIPT = Path(__file__).resolve().parents[3] / "tests" / "upstream" / "trainer" / "status_update.py"
+"""Kubeflow Trainer v2.3.0's test/e2e/testdata/status_update.py, byte for byte."""
 
 REPORT = {
     "trainerStatus": {
@@ -113,6 +121,28 @@ def test_a_replicas_report_is_in_the_status_kubetrain_get_and_the_sdk_within_5_s
         assert sample in text, f"{sample} missing from /metrics"
 
 
+def test_trainer_v2_3s_own_status_script_run_as_the_rendered_pod_sets_the_trainer_status(
+    kube_api: KubeApi, namespace: str, start_operator: StartOperator, tmp_path: Path
+) -> None:
+    endpoint = start_endpoint(start_operator, namespace)
+    master = running_job(kube_api, namespace, "bert")
+    env = played_env(kube_api, master, "pytorch", tmp_path)
+    assert env["KUBEFLOW_TRAINER_SERVER_URL"] == endpoint.url("bert")
+    ran = subprocess.run(
+        [sys.executable, str(TRAINER_SCRIPT)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert ran.stdout.startswith("Success updating trainer status: 200 ")
+    written = eventually(lambda: trainer_status(kube_api, namespace, "bert"), 5, "trainerStatus")
+    assert (written["progressPercentage"], written["estimatedRemainingSeconds"]) == (42, 120)
+    assert written["metrics"] == [{"name": "loss", "value": "0.123"}, {"name": "accuracy", "value": "0.95"}]
+
+
 def test_refusals_say_why_and_change_nothing(
     kube_api: KubeApi, namespace: str, start_operator: StartOperator
 ) -> None:
@@ -123,11 +153,11 @@ def test_refusals_say_why_and_change_nothing(
     url = endpoint.url("bert")
 
     code, answer = post(url, ca, REPORT, None)
-    assert (code, answer["reason"]) == (401, "Unauthorized")
+    assert (code, answer["reason"]) == (403, "Forbidden")
     code, answer = post(url, ca, REPORT, mint_token(kube_api, other, audience(namespace, "gpt")))
-    assert code == 401 and "audience" in answer["message"], "another job's token, for its own job"
+    assert code == 403 and "audience" in answer["message"], "another job's token, for its own job"
     code, answer = post(url, ca, REPORT, mint_token(kube_api, bert, "https://kubernetes.default.svc"))
-    assert code == 401, "a token for the API server's audience"
+    assert code == 403, "a token for the API server's audience"
     code, answer = post(url, ca, REPORT, mint_token(kube_api, other, audience(namespace, "bert")))
     assert (code, answer["message"]) == (
         403,
@@ -139,7 +169,7 @@ def test_refusals_say_why_and_change_nothing(
     assert answer["details"]["causes"][0]["field"] == "trainerStatus.progressPercentage"
     assert "between 0 and 100" in answer["message"]
     code, answer = post(url, ca, b"{not json", token)
-    assert code == 400
+    assert (code, answer["reason"]) == (422, "Invalid")
     time.sleep(2)
     assert trainer_status(kube_api, namespace, "bert") is None
     assert trainer_status(kube_api, namespace, "gpt") is None
@@ -168,13 +198,13 @@ def test_a_flood_of_random_tokens_is_refused_and_reviewed_at_a_bounded_rate(
     with concurrent.futures.ThreadPoolExecutor(16) as pool:
         codes = list(pool.map(lambda _: post(url, ca, REPORT, secrets.token_urlsafe(32))[0], range(400)))
     elapsed = time.monotonic() - started
-    assert set(codes) <= {401, 429}
+    assert set(codes) <= {403, 429}
     text = urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=5).read().decode()
     reviewed = next(
         float(line.split()[-1]) for line in text.splitlines() if 'token_reviews{outcome="reviewed"}' in line
     )
     assert reviewed <= 100 + 50 * elapsed + 1, "the burst, then 50 a second"
-    assert codes.count(401) == reviewed, "every 401 cost one review; every 429 none"
+    assert codes.count(403) == reviewed, "every 403 cost one review; every 429 none"
     assert trainer_status(kube_api, namespace, "bert") is None
 
 
@@ -339,7 +369,7 @@ def test_with_the_endpoint_off_pods_are_upstreams_and_nothing_is_created(
     spec = master["spec"]
     assert all(not v.get("projected") for v in spec.get("volumes") or [])
     names = {e["name"] for c in spec["containers"] for e in c.get("env") or []}
-    assert not {n for n in names if n.startswith("KUBEFLOW_TRAINER_STATUS_SERVER")}
+    assert not {n for n in names if n.startswith("KUBEFLOW_TRAINER_")}
     assert not kube_api.exists(f"/api/v1/namespaces/{namespace}/secrets/{SECRET}")
     assert not kube_api.exists(f"/api/v1/namespaces/{namespace}/configmaps/{CA_CONFIG_MAP}")
     assert "status endpoint" not in operator.log
@@ -389,8 +419,10 @@ def test_the_mpi_v2beta1_launcher_run_by_its_batch_job_reports_for_its_mpijob(
 
     pod_of_the_batch_job = eventually(launcher_pod, 30, "the launcher pod the Job controller makes")
     env = {e["name"] for e in pod_of_the_batch_job["spec"]["containers"][0]["env"]}
-    assert "KUBEFLOW_TRAINER_STATUS_SERVER_URL" in env
-    token = mint_token(kube_api, pod_of_the_batch_job, audience(namespace, "pi", "mpijobs"))
+    assert "KUBEFLOW_TRAINER_SERVER_URL" in env
+    token = mint_token(
+        kube_api, pod_of_the_batch_job, audience(namespace, "pi", "mpijobs", "kubeflow.org/v2beta1")
+    )
     url = endpoint.url("pi", "mpijobs", "kubeflow.org/v2beta1")
     code, answer = post(url, ca_bundle(kube_api, namespace), REPORT, token)
     assert code == 200, answer

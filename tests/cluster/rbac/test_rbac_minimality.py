@@ -188,7 +188,7 @@ def report(api: KubeApi, port: int, pod: KubeObject, plural: str, version: str =
     """One progress report from ``pod``'s replica, with the token its kubelet would mount."""
     metadata = pod["metadata"]
     job = metadata["labels"]["training.kubeflow.org/job-name"]
-    audience = f"kubetrain.dev/status/{JOBS}/{plural}/{job}"
+    audience = f"kubeflow.org/{version}/namespaces/{JOBS}/{plural}/{job}/status"  # Trainer v2.3's rule
     request = {
         "apiVersion": "authentication.k8s.io/v1",
         "kind": "TokenRequest",

@@ -52,11 +52,11 @@ def main() -> int:
     parser.add_argument("--show", action="store_true")
     args = parser.parse_args()
 
-    url = os.environ["KUBEFLOW_TRAINER_STATUS_SERVER_URL"]
-    ca_file = os.environ["KUBEFLOW_TRAINER_STATUS_SERVER_CA_CERT"]
+    url = os.environ["KUBEFLOW_TRAINER_SERVER_URL"]
+    ca_file = os.environ["KUBEFLOW_TRAINER_SERVER_CA_CERT"]
     if args.show:
-        print("variables:", url, ca_file, os.environ["KUBEFLOW_TRAINER_STATUS_SERVER_TOKEN"], flush=True)
-    token = args.token or Path(os.environ["KUBEFLOW_TRAINER_STATUS_SERVER_TOKEN"]).read_text().strip()
+        print("variables:", url, ca_file, os.environ["KUBEFLOW_TRAINER_SERVER_TOKEN"], flush=True)
+    token = args.token or Path(os.environ["KUBEFLOW_TRAINER_SERVER_TOKEN"]).read_text().strip()
     if args.job:
         head, _, _ = url.rstrip("/").removesuffix("/status").rpartition("/")
         url = f"{head}/{args.job}/status"

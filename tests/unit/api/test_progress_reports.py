@@ -12,10 +12,14 @@ from hypothesis import strategies as st
 from kubetrain.api.common import JobStatus
 from kubetrain.api.progress import (
     MAX_HISTORY_METRICS,
+    MAX_METRICS,
     MAX_REPORT_BYTES,
+    TRAINJOB_REPORT_LIMITS,
     Metric,
     ProgressHistory,
     ReportError,
+    StatusRoute,
+    StatusRoutes,
     StatusTarget,
     TrainerStatus,
     parse_report,
@@ -26,7 +30,9 @@ RECEIVED = datetime(2026, 11, 26, 10, 0, 0, tzinfo=UTC)
 
 
 def report(body: object) -> TrainerStatus:
-    return parse_report(json.dumps(body).encode(), RECEIVED)
+    status = parse_report(json.dumps(body).encode(), RECEIVED).status
+    assert status is not None
+    return status
 
 
 def refusal(body: object | bytes) -> str:
@@ -60,6 +66,61 @@ def test_the_time_of_a_report_is_when_it_was_received_not_what_the_reporter_says
     assert status.last_updated_time == RECEIVED
 
 
+def test_the_time_a_reporter_sends_may_be_any_rfc_3339_time_pythons_isoformat_included() -> None:
+    for sent in ("2026-11-26T09:59:58Z", "2026-11-26T09:59:58.123456+00:00", "2026-11-26T10:59:58+01:00"):
+        assert report({"trainerStatus": {"lastUpdatedTime": sent}}).last_updated_time == RECEIVED
+
+
+def test_a_body_without_a_trainer_status_is_a_report_of_nothing() -> None:
+    for body in (b"null", b"{}", b'{"trainerStatus": null}'):
+        assert parse_report(body, RECEIVED).status is None
+
+
+def test_unknown_fields_are_ignored_and_listed_where_they_were() -> None:
+    body = {
+        "step": 1,
+        "trainerStatus": {
+            "progressPercentage": 5,
+            "epoch": 2,
+            "metrics": [{"name": "a", "value": "1", "unit": "s"}],
+        },
+    }
+    parsed = parse_report(json.dumps(body).encode(), RECEIVED)
+    assert parsed.ignored == ("step", "trainerStatus.epoch", "trainerStatus.metrics[0].unit")
+    assert parsed.status is not None and parsed.status.progress_percentage == 5
+
+
+def test_field_names_match_in_any_case_the_later_key_winning_as_in_gos_decoder() -> None:
+    status = report({"trainerstatus": {"progressPercentage": 5, "PROGRESSPERCENTAGE": 6}})
+    assert status.progress_percentage == 6
+
+
+def test_metrics_of_one_name_are_kept_as_sent_as_trainer_v2_3s_atomic_list_keeps_them() -> None:
+    status = report(
+        {"trainerStatus": {"metrics": [{"name": "a", "value": "1"}, {"name": "a", "value": "2"}]}}
+    )
+    assert status.metrics == [Metric(name="a", value="1"), Metric(name="a", value="2")]
+
+
+def test_a_trainjob_takes_trainer_v2_3s_bounds() -> None:
+    def metrics(count: int, name: str = "m", value: str = "1") -> bytes:
+        listed = [{"name": f"{name}{i}", "value": value} for i in range(count)]
+        return json.dumps({"trainerStatus": {"metrics": listed}}).encode()
+
+    assert parse_report(metrics(256, value="v" * 64), RECEIVED, TRAINJOB_REPORT_LIMITS).status is not None
+    for body, message in [
+        (metrics(257), "trainerStatus.metrics: Too many: 257: must have at most 256 items"),
+        (metrics(1, name="n" * 64), "trainerStatus.metrics[0].name: must be a string of 1 to 64 characters"),
+        (
+            metrics(1, value="v" * 65),
+            "trainerStatus.metrics[0].value: must be a string of 1 to 64 characters",
+        ),
+    ]:
+        with pytest.raises(ReportError) as raised:
+            parse_report(body, RECEIVED, TRAINJOB_REPORT_LIMITS)
+        assert str(raised.value) == message
+
+
 def test_every_field_of_a_report_is_optional() -> None:
     assert report({"trainerStatus": {}}) == TrainerStatus(last_updated_time=RECEIVED)
 
@@ -79,14 +140,9 @@ def test_a_whole_float_percentage_is_accepted() -> None:
     ("body", "message"),
     [
         (b"not json", "the body is not JSON"),
+        (b"", "the body is not JSON"),
         ([1, 2], 'the body must be a JSON object: {"trainerStatus": {...}}'),
-        ({"progress": 5}, "progress: unknown field; a report has one field, trainerStatus"),
-        ({}, "trainerStatus: Required value: an object with progressPercentage"),
-        (
-            {"trainerStatus": {"progress": 5}},
-            "trainerStatus.progress: unknown field; valid fields are: progressPercentage, "
-            "estimatedRemainingSeconds, metrics, lastUpdatedTime",
-        ),
+        ({"trainerStatus": 5}, "trainerStatus: must be an object"),
         (
             {"trainerStatus": {"progressPercentage": 101}},
             "trainerStatus.progressPercentage: Invalid value: 101: must be between 0 and 100",
@@ -103,7 +159,17 @@ def test_a_whole_float_percentage_is_accepted() -> None:
             {"trainerStatus": {"estimatedRemainingSeconds": -1}},
             "trainerStatus.estimatedRemainingSeconds: Invalid value: -1: must be between 0 and 2147483647",
         ),
+        (
+            {"trainerStatus": {"lastUpdatedTime": "yesterday"}},
+            'trainerStatus.lastUpdatedTime: Invalid value: "yesterday": must be an RFC 3339 time',
+        ),
+        (
+            {"trainerStatus": {"lastUpdatedTime": "2026-11-26T10:00:00"}},
+            'trainerStatus.lastUpdatedTime: Invalid value: "2026-11-26T10:00:00": must be an RFC 3339 time',
+        ),
+        ({"trainerStatus": {"lastUpdatedTime": 5}}, "trainerStatus.lastUpdatedTime: Invalid value: 5"),
         ({"trainerStatus": {"metrics": {"loss": 1}}}, "trainerStatus.metrics: must be a list"),
+        ({"trainerStatus": {"metrics": [None]}}, 'trainerStatus.metrics[0]: must be an object with "name"'),
         (
             {"trainerStatus": {"metrics": [{"name": "", "value": "1"}]}},
             "trainerStatus.metrics[0].name: must be a string of 1 to 128 characters",
@@ -117,16 +183,12 @@ def test_a_whole_float_percentage_is_accepted() -> None:
             "trainerStatus.metrics[0].value: must be a string",
         ),
         (
-            {"trainerStatus": {"metrics": [{"name": "a", "value": "1"}, {"name": "a", "value": "2"}]}},
-            'trainerStatus.metrics[1].name: Duplicate value: "a"',
+            {"trainerStatus": {"metrics": [{"name": "loss"}]}},
+            "trainerStatus.metrics[0].value: must be a string",
         ),
         (
-            {"trainerStatus": {"metrics": [{"name": "a", "value": "1", "unit": "s"}]}},
-            'trainerStatus.metrics[0]: must be an object with exactly "name" and "value"',
-        ),
-        (
-            {"trainerStatus": {"metrics": [{"name": f"m{i}", "value": "1"} for i in range(65)]}},
-            "trainerStatus.metrics: Too many: 65: must have at most 64 items",
+            {"trainerStatus": {"metrics": [{"name": f"m{i}", "value": "1"} for i in range(MAX_METRICS + 1)]}},
+            f"trainerStatus.metrics: Too many: {MAX_METRICS + 1}: must have at most {MAX_METRICS} items",
         ),
     ],
 )
@@ -136,6 +198,19 @@ def test_a_malformed_report_is_refused_naming_the_field(body: object, message: s
 
 def test_a_body_over_the_cap_is_refused_before_it_is_parsed() -> None:
     assert refusal(b" " * (MAX_REPORT_BYTES + 1)).startswith(f"the body is {MAX_REPORT_BYTES + 1} bytes")
+
+
+def test_a_route_serves_its_kinds_paths_alone() -> None:
+    routes = StatusRoutes(
+        [StatusRoute.of("kubeflow.org/v1", "pytorchjobs"), StatusRoute.of("kubeflow.org/v2beta1", "mpijobs")]
+    )
+    matched = routes.match("/apis/kubeflow.org/v2beta1/namespaces/team-a/mpijobs/pi/status")
+    assert matched is not None
+    route, target = matched
+    assert (route.group, route.version, route.plural) == ("kubeflow.org", "v2beta1", "mpijobs")
+    assert target == StatusTarget("kubeflow.org/v2beta1", "team-a", "mpijobs", "pi")
+    assert routes.match("/apis/kubeflow.org/v1/namespaces/team-a/mpijobs/pi/status") is None
+    assert routes.match("/apis/trainer.kubeflow.org/v1alpha1/namespaces/team-a/trainjobs/pi/status") is None
 
 
 def test_the_status_path_names_the_job() -> None:

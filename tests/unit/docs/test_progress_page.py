@@ -36,8 +36,8 @@ def test_the_loop_shown_is_the_file_the_local_tier_runs() -> None:
 
 def test_the_report_shown_is_one_the_endpoint_accepts() -> None:
     [body] = blocks("json", "The protocol")
-    status = parse_report(body.encode(), datetime(2026, 11, 26, tzinfo=UTC))
-    assert status.progress_percentage == 45
+    status = parse_report(body.encode(), datetime(2026, 11, 26, tzinfo=UTC)).status
+    assert status is not None and status.progress_percentage == 45
     assert status.metric("loss") == "0.2347"
 
 
@@ -45,7 +45,7 @@ def test_the_report_shown_is_one_the_endpoint_accepts() -> None:
     "sentence",
     [
         f"at most {progress.MAX_METRICS}, each",
-        f"a unique name of 1 to {progress.MAX_METRIC_NAME} characters",
+        f"a name of 1 to {progress.MAX_METRIC_NAME} characters",
         f"and a value of 1 to {progress.MAX_METRIC_VALUE}",
         f"0 to {progress.MAX_REMAINING_SECONDS}",
         f"A body is at most {progress.MAX_REPORT_BYTES // 1024} KiB",

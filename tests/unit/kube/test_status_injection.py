@@ -1,4 +1,4 @@
-"""What replica pods get for the status endpoint: Trainer v2's three variables and its projected volume,
+"""What replica pods get for the status endpoint: Trainer v2.3's three variables and its projected volume,
 with a token for this job's audience alone; nothing at all with the endpoint off."""
 
 from __future__ import annotations
@@ -8,9 +8,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from builders import container, job
 from kubetrain.api.jobs import TrainingJob
 from kubetrain.api.manifest import load_jobs, parse_job
+from kubetrain.api.progress import StatusTarget
 from kubetrain.engine.admission import admit
 from kubetrain.engine.planning import plan_replica
 from kubetrain.frameworks.addressing import ClusterAddressing
@@ -22,6 +25,8 @@ from kubetrain.kube.status.injection import (
     VARIABLES,
     VOLUME_NAME,
     StatusInjection,
+    inject_status_reporting,
+    legacy_token_audience,
     token_audience,
 )
 
@@ -156,10 +161,10 @@ def test_init_containers_get_nothing_they_do_not_train() -> None:
 def test_the_url_is_the_jobs_status_path_under_the_endpoints_base_url() -> None:
     [main] = _pod(_pytorch(namespace="team-a", name="bert"))["spec"]["containers"]
     assert _env(main) == {
-        "KUBEFLOW_TRAINER_STATUS_SERVER_URL": "https://training-operator-status.kubeflow.svc:8443"
+        "KUBEFLOW_TRAINER_SERVER_URL": "https://training-operator-status.kubeflow.svc:8443"
         "/apis/kubeflow.org/v1/namespaces/team-a/pytorchjobs/bert/status",
-        "KUBEFLOW_TRAINER_STATUS_SERVER_CA_CERT": "/var/run/secrets/kubeflow/trainer/ca.crt",
-        "KUBEFLOW_TRAINER_STATUS_SERVER_TOKEN": "/var/run/secrets/kubeflow/trainer/token",
+        "KUBEFLOW_TRAINER_SERVER_CA_CERT": "/var/run/secrets/kubeflow/trainer/ca.crt",
+        "KUBEFLOW_TRAINER_SERVER_TOKEN": "/var/run/secrets/kubeflow/trainer/token",
     }
 
 
@@ -172,7 +177,7 @@ def test_the_volume_holds_a_token_for_this_jobs_audience_and_the_namespaces_ca()
             "sources": [
                 {
                     "serviceAccountToken": {
-                        "audience": "kubetrain.dev/status/team-a/pytorchjobs/bert",
+                        "audience": "kubeflow.org/v1/namespaces/team-a/pytorchjobs/bert/status",
                         "expirationSeconds": 3600,
                         "path": "token",
                     }
@@ -190,13 +195,49 @@ def test_the_volume_holds_a_token_for_this_jobs_audience_and_the_namespaces_ca()
 
 
 def test_no_two_jobs_share_an_audience() -> None:
-    audiences = {
-        token_audience("a", "pytorchjobs", "bert"),
-        token_audience("b", "pytorchjobs", "bert"),
-        token_audience("a", "tfjobs", "bert"),
-        token_audience("a", "pytorchjobs", "gpt"),
+    targets = [
+        StatusTarget("kubeflow.org/v1", "a", "pytorchjobs", "bert"),
+        StatusTarget("kubeflow.org/v1", "b", "pytorchjobs", "bert"),
+        StatusTarget("kubeflow.org/v1", "a", "tfjobs", "bert"),
+        StatusTarget("kubeflow.org/v1", "a", "pytorchjobs", "gpt"),
+        StatusTarget("kubeflow.org/v2beta1", "a", "mpijobs", "gpt"),
+        StatusTarget("kubeflow.org/v1", "a", "mpijobs", "gpt"),
+    ]
+    audiences = {token_audience(t) for t in targets} | {legacy_token_audience(t) for t in targets[:4]}
+    assert len(audiences) == 10
+
+
+def test_a_trainjobs_pods_get_what_trainer_v2_3s_trainjobstatus_plugin_gives_them() -> None:
+    """Trainer v2.3's ``trainjobstatus.go`` and ``statusserver/utils.go``: the names, the mount, the token's
+    audience (``TokenAudience``) and lifetime and the URL's path (``StatusUrl``), for a TrainJob's kind."""
+    spec: dict[str, Any] = {"containers": [{"name": "node", "image": "example.com/torch:1"}]}
+    inject_status_reporting(
+        spec,
+        ENDPOINT,
+        api_version="trainer.kubeflow.org/v1alpha1",
+        namespace="team-a",
+        plural="trainjobs",
+        name="bert",
+    )
+    [node] = spec["containers"]
+    assert _env(node) == {
+        "KUBEFLOW_TRAINER_SERVER_URL": "https://training-operator-status.kubeflow.svc:8443"
+        "/apis/trainer.kubeflow.org/v1alpha1/namespaces/team-a/trainjobs/bert/status",
+        "KUBEFLOW_TRAINER_SERVER_CA_CERT": "/var/run/secrets/kubeflow/trainer/ca.crt",
+        "KUBEFLOW_TRAINER_SERVER_TOKEN": "/var/run/secrets/kubeflow/trainer/token",
     }
-    assert len(audiences) == 4
+    assert node["volumeMounts"] == [
+        {"name": "kubeflow-trainer-token", "mountPath": "/var/run/secrets/kubeflow/trainer", "readOnly": True}
+    ]
+    [volume] = spec["volumes"]
+    token, ca = volume["projected"]["sources"]
+    assert volume["name"] == "kubeflow-trainer-token"
+    assert token["serviceAccountToken"] == {
+        "audience": "trainer.kubeflow.org/v1alpha1/namespaces/team-a/trainjobs/bert/status",
+        "expirationSeconds": 3600,
+        "path": "token",
+    }
+    assert ca["configMap"]["items"] == [{"key": "ca.crt", "path": "ca.crt"}]
 
 
 def test_the_users_own_env_and_volumes_are_kept_and_come_first() -> None:
@@ -212,13 +253,14 @@ def test_the_users_own_env_and_volumes_are_kept_and_come_first() -> None:
     assert [v["name"] for v in spec["volumes"]] == ["data", VOLUME_NAME]
 
 
-def test_a_container_that_sets_one_of_the_variables_keeps_its_own_and_gets_none_of_ours() -> None:
-    own = {"name": "KUBEFLOW_TRAINER_STATUS_SERVER_URL", "value": "https://trainer.example.com/status"}
+@pytest.mark.parametrize("name", ["KUBEFLOW_TRAINER_SERVER_URL", "KUBEFLOW_TRAINER_STATUS_SERVER_TOKEN"])
+def test_a_container_that_sets_one_of_the_variables_keeps_its_own_and_gets_none_of_ours(name: str) -> None:
+    own = {"name": name, "value": "https://trainer.example.com/status"}
     mine = container("pytorch", env=[own])
     sidecar = container("logger")
     spec = _pod(_pytorch(containers=[mine, sidecar]))["spec"]
     first, second = spec["containers"]
-    assert _env(first) == {own["name"]: own["value"]}
+    assert [v for v in first["env"] if v["name"].startswith("KUBEFLOW_")] == [own]
     assert "volumeMounts" not in first
     assert set(VARIABLES) <= set(_env(second))
 

@@ -54,7 +54,7 @@ async def test_a_token_names_its_replica_for_its_own_jobs_path_only() -> None:
     assert await tokens.authenticate("w-token", TARGET) == Reporter("worker-0")
     with pytest.raises(RefusedError) as unknown:
         await tokens.authenticate("guessed", TARGET)
-    assert unknown.value.code == 401
+    assert unknown.value.code == 403
     other = StatusTarget("kubeflow.org/v1", "team", "pytorchjobs", "other")
     with pytest.raises(RefusedError) as elsewhere:
         await tokens.authenticate("m-token", other)
@@ -81,6 +81,9 @@ async def test_the_endpoint_writes_each_replicas_ca_and_private_token_and_serves
         assert access.token_file.read_text() != endpoint.access("master-0").token_file.read_text()
         code = await _post(access, {"trainerStatus": {"progressPercentage": 30}})
         assert code == 200
+        with pytest.raises(urllib.error.HTTPError) as other_kind:
+            await _post(access, {}, access.url.replace("/pytorchjobs/", "/tfjobs/"))
+        assert other_kind.value.code == 404, "the run serves its own kind's path alone"
     finally:
         await endpoint.stop()
     [(target, status, reporter)] = sink.accepted
@@ -89,12 +92,12 @@ async def test_the_endpoint_writes_each_replicas_ca_and_private_token_and_serves
         await _post(access, {"trainerStatus": {"progressPercentage": 40}})
 
 
-async def _post(access: ReporterAccess, body: object) -> int:
+async def _post(access: ReporterAccess, body: object, url: str | None = None) -> int:
     import asyncio
     import ssl
 
     request = urllib.request.Request(
-        access.url,
+        url or access.url,
         data=json.dumps(body).encode(),
         headers={"Authorization": f"Bearer {access.token_file.read_text()}"},
         method="POST",
@@ -107,14 +110,14 @@ async def _post(access: ReporterAccess, body: object) -> int:
 def test_a_process_gets_the_files_where_they_are_and_a_container_where_they_are_mounted() -> None:
     access = ReporterAccess("https://h:1/x", Path("/state/ddp/progress/worker-0"))
     assert access.host_env() == {
-        "KUBEFLOW_TRAINER_STATUS_SERVER_URL": "https://h:1/x",
-        "KUBEFLOW_TRAINER_STATUS_SERVER_CA_CERT": "/state/ddp/progress/worker-0/ca.crt",
-        "KUBEFLOW_TRAINER_STATUS_SERVER_TOKEN": "/state/ddp/progress/worker-0/token",
+        "KUBEFLOW_TRAINER_SERVER_URL": "https://h:1/x",
+        "KUBEFLOW_TRAINER_SERVER_CA_CERT": "/state/ddp/progress/worker-0/ca.crt",
+        "KUBEFLOW_TRAINER_SERVER_TOKEN": "/state/ddp/progress/worker-0/token",
     }
     assert access.container_env() == {
-        "KUBEFLOW_TRAINER_STATUS_SERVER_URL": "https://h:1/x",
-        "KUBEFLOW_TRAINER_STATUS_SERVER_CA_CERT": "/var/run/secrets/kubeflow/trainer/ca.crt",
-        "KUBEFLOW_TRAINER_STATUS_SERVER_TOKEN": "/var/run/secrets/kubeflow/trainer/token",
+        "KUBEFLOW_TRAINER_SERVER_URL": "https://h:1/x",
+        "KUBEFLOW_TRAINER_SERVER_CA_CERT": "/var/run/secrets/kubeflow/trainer/ca.crt",
+        "KUBEFLOW_TRAINER_SERVER_TOKEN": "/var/run/secrets/kubeflow/trainer/token",
     }
 
 
@@ -131,9 +134,9 @@ def test_a_container_reaches_the_endpoint_by_the_engines_host_name_pointed_at_th
     assert "/state/ddp/progress/worker-0:/var/run/secrets/kubeflow/trainer:ro" in argv
     env = [argv[position + 1] for position, flag in enumerate(argv) if flag == "--env"]
     assert env[-3:] == [  # after the container's own
-        f"KUBEFLOW_TRAINER_STATUS_SERVER_URL={url}",
-        "KUBEFLOW_TRAINER_STATUS_SERVER_CA_CERT=/var/run/secrets/kubeflow/trainer/ca.crt",
-        "KUBEFLOW_TRAINER_STATUS_SERVER_TOKEN=/var/run/secrets/kubeflow/trainer/token",
+        f"KUBEFLOW_TRAINER_SERVER_URL={url}",
+        "KUBEFLOW_TRAINER_SERVER_CA_CERT=/var/run/secrets/kubeflow/trainer/ca.crt",
+        "KUBEFLOW_TRAINER_SERVER_TOKEN=/var/run/secrets/kubeflow/trainer/token",
     ]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import json
 import logging
 import math
 import shutil
@@ -16,14 +17,23 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from kubetrain import reporting
-from kubetrain.api.progress import StatusTarget, TrainerStatus
+from kubetrain.api.progress import (
+    TRAINJOB_REPORT_LIMITS,
+    StatusRoute,
+    StatusRoutes,
+    StatusTarget,
+    TrainerStatus,
+    parse_report,
+)
 from kubetrain.progress import credentials
 from kubetrain.progress.credentials import TlsCredentials
 from kubetrain.progress.limits import RateLimiter
@@ -32,6 +42,7 @@ from kubetrain.reporting import ProgressReporter, StatusEndpoint, trainer_status
 
 PATH = "/apis/kubeflow.org/v1/namespaces/default/pytorchjobs/mnist/status"
 TARGET = StatusTarget("kubeflow.org/v1", "default", "pytorchjobs", "mnist")
+ROUTES = StatusRoutes([StatusRoute.of("kubeflow.org/v1", "pytorchjobs")])
 HELPER = Path(reporting.__file__)
 
 
@@ -45,7 +56,7 @@ class Tokens:
     async def authenticate(self, token: str, target: StatusTarget) -> Reporter:
         self.seen.append(token)
         if token not in self.valid:
-            raise RefusedError(401, "the token is not valid")
+            raise RefusedError(403, "the token is not valid")
         if target != TARGET:
             raise RefusedError(403, f"the token of master-0 may only report for {TARGET.path}")
         return Reporter(token)
@@ -76,6 +87,8 @@ class Served:
     port: int
     tls: TlsCredentials
     counts: EndpointCounts
+    bodies: list[bytes]
+    """Every request's body, as it arrived."""
 
 
 @contextmanager
@@ -88,12 +101,20 @@ def endpoint(
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
-    app = status_application(tokens, sink, counts=counts, **options)
+    app = status_application(ROUTES, tokens, sink, counts=counts, **options)
+    bodies: list[bytes] = []
+
+    @web.middleware
+    async def keep_body(request: web.Request, handler: Handler) -> web.StreamResponse:
+        bodies.append(await request.read())
+        return await handler(request)
+
+    app.middlewares.append(keep_body)
     runner = asyncio.run_coroutine_threadsafe(
         serve(app, "127.0.0.1", port, tls.server_context()), loop
     ).result(10)
     try:
-        yield Served(runner.addresses[0][1], tls, counts)
+        yield Served(runner.addresses[0][1], tls, counts, bodies)
     finally:
         asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
         loop.call_soon_threadsafe(loop.stop)
@@ -231,6 +252,20 @@ def test_a_report_reaches_the_endpoint_with_numbers_and_strings_as_metric_values
     assert reporter.sent == 1
 
 
+def test_a_report_says_when_its_values_were_observed_as_trainer_v2_3_requires(
+    tmp_path: Path, make_reporter: Callable[..., ProgressReporter]
+) -> None:
+    tokens, sink = Tokens("token-1"), Sink()
+    with endpoint(tokens, sink) as served:
+        reporter = make_reporter(environ=variables(tmp_path, served.port, served.tls.ca_cert))
+        before = datetime.now(UTC).replace(microsecond=0)
+        reporter.report(40)
+        sink.wait_for(1)
+    [body] = served.bodies
+    sent = datetime.fromisoformat(json.loads(body)["trainerStatus"]["lastUpdatedTime"])
+    assert before <= sent <= datetime.now(UTC)
+
+
 def test_reports_within_the_interval_collapse_to_the_latest_sent_when_it_is_over(
     tmp_path: Path, make_reporter: Callable[..., ProgressReporter]
 ) -> None:
@@ -281,7 +316,7 @@ def test_the_token_file_is_read_again_for_every_request(
 
 
 @pytest.mark.parametrize("spelling", reporting.VARIABLE_SPELLINGS[1:], ids=lambda s: s[0])
-def test_trainer_v2s_spellings_of_the_variables_are_read_when_kubetrains_are_absent(
+def test_earlier_drafts_spellings_of_the_variables_are_read_when_trainer_v2_3s_are_absent(
     tmp_path: Path, make_reporter: Callable[..., ProgressReporter], spelling: tuple[str, str, str]
 ) -> None:
     tokens, sink = Tokens("token-1"), Sink()
@@ -295,14 +330,14 @@ def test_trainer_v2s_spellings_of_the_variables_are_read_when_kubetrains_are_abs
     assert status.progress_percentage == 77
 
 
-def test_kubetrains_spelling_wins_when_both_are_set() -> None:
+def test_trainer_v2_3s_spelling_wins_when_an_earlier_one_is_set_too() -> None:
     environ = {
-        "KUBEFLOW_TRAINER_STATUS_URL": "https://theirs/x",
-        "KUBEFLOW_TRAINER_STATUS_TOKEN": "/theirs",
-        reporting.STATUS_SERVER_URL_ENV: "https://ours/x",
-        reporting.STATUS_SERVER_TOKEN_ENV: "/ours",
+        "KUBEFLOW_TRAINER_STATUS_SERVER_URL": "https://draft/x",
+        "KUBEFLOW_TRAINER_STATUS_SERVER_TOKEN": "/draft",
+        "KUBEFLOW_TRAINER_SERVER_URL": "https://trainer/x",
+        "KUBEFLOW_TRAINER_SERVER_TOKEN": "/trainer",
     }
-    assert StatusEndpoint.from_environment(environ) == StatusEndpoint("https://ours/x", None, "/ours")
+    assert StatusEndpoint.from_environment(environ) == StatusEndpoint("https://trainer/x", None, "/trainer")
 
 
 # --- the endpoint down, slow, refusing ---------------------------------------------------------------
@@ -460,7 +495,7 @@ def test_a_forked_child_reports_through_a_thread_of_its_own(tmp_path: Path) -> N
 
 
 def test_values_outside_the_protocol_are_left_out_or_clamped_never_raised() -> None:
-    many = {f"m{i}": i for i in range(70)}
+    many = {f"m{i}": i for i in range(reporting.MAX_METRICS + 10)}
     assert trainer_status(150, -5) == {"progressPercentage": 100, "estimatedRemainingSeconds": 0}
     assert trainer_status(99.9, timedelta(minutes=2)) == {
         "progressPercentage": 99,
@@ -470,7 +505,7 @@ def test_values_outside_the_protocol_are_left_out_or_clamped_never_raised() -> N
     assert trainer_status("half", "soon") == {}  # type: ignore[arg-type]
     assert len(trainer_status(metrics=many)["metrics"]) == reporting.MAX_METRICS  # type: ignore[arg-type]
     assert trainer_status(
-        metrics={"": 1, "x" * 200: 2, "acc": math.nan, "ok": True, "empty": "", "big": "v" * 300}
+        metrics={"": 1, "x" * 65: 2, "acc": math.nan, "ok": True, "empty": "", "big": "v" * 65}
     ) == {
         "metrics": [
             {"name": "acc", "value": "nan"},
@@ -478,6 +513,15 @@ def test_values_outside_the_protocol_are_left_out_or_clamped_never_raised() -> N
             {"name": "big", "value": "v" * reporting.MAX_METRIC_VALUE},
         ]
     }
+
+
+def test_every_report_the_helper_sends_fits_trainer_v2_3s_trainjob_too() -> None:
+    metrics = {f"{'m' * 60}{i}": "v" * 100 for i in range(300)}
+    status = {**trainer_status(100, 5, metrics), "lastUpdatedTime": "2026-11-26T10:00:00Z"}
+    report = parse_report(
+        json.dumps({"trainerStatus": status}).encode(), datetime.now(UTC), TRAINJOB_REPORT_LIMITS
+    )
+    assert report.status is not None and len(report.status.metrics or []) == TRAINJOB_REPORT_LIMITS.metrics
 
 
 class Float64(float):

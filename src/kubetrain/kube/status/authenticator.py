@@ -1,17 +1,23 @@
 """Who sent a report, on a cluster: a TokenReview for the job's own audience, then the pod check.
 
-1. The job must exist in the operator's cache (404 otherwise; 503 while the caches are still being filled).
-2. The token is reviewed by the API server (``authentication.k8s.io/v1`` TokenReview) for the audience of
-   that job's tokens (``injection.token_audience``): an expired token, another job's token or any other
-   token is refused with 401 and the API server's reason. Answers are cached by the token's hash: a valid
-   one until the token expires or ``POSITIVE_TTL``, whichever is first, a refusal for ``NEGATIVE_TTL``; at
-   most ``MAX_CACHED`` of them. Reviews of tokens not in the cache are limited to ``REVIEWS_PER_SECOND``
-   (429 beyond), and concurrent requests with one new token share one review, so a flood of random tokens
-   costs the API server a bounded rate of reviews.
+Checked in Trainer v2.3's order, the token before the job, so that the answers say nothing about which jobs
+exist to whoever has no token for one (503 while the operator's caches are still being filled):
+
+1. The token is reviewed by the API server (``authentication.k8s.io/v1`` TokenReview) for the audience of
+   that job's tokens (``injection.token_audience``, and the audience kubetrain gave them before, so that pods
+   made then still report): an expired token, another job's token or any other token is refused with 403
+   (Trainer v2.3's code) and the API server's reason. Answers are cached by the token's hash: a valid one
+   until the token expires or ``POSITIVE_TTL``, whichever is first, a refusal for ``NEGATIVE_TTL``; at most
+   ``MAX_CACHED`` of them. Reviews of tokens not in the cache are limited to ``REVIEWS_PER_SECOND`` (429
+   beyond), and concurrent requests with one new token share one review, so a flood of random tokens costs
+   the API server a bounded rate of reviews.
+2. The job must exist in the operator's cache (404, as Trainer v2.3 answers for a job not found).
 3. The token must be bound to a pod (its ``authentication.kubernetes.io/pod-name`` and ``pod-uid`` extras)
    in the job's namespace, and that pod, as the operator's cache has it (or the API server, when the cache
-   has not seen it yet), must have the same UID and be controlled by the job (or by a batch Job the job
-   controls: MPI v2beta1's launcher). Otherwise 403, saying which.
+   has not seen it yet), must have the same UID and be controlled by the job, directly or through the
+   controllers ``JobCaches.owners`` names (a batch Job: MPI v2beta1's launcher). Otherwise 403, saying
+   which. (Trainer v2.3 takes any pod of the namespace; a tenant who may request tokens for its own pods can
+   make one with another job's audience, but not one bound to that job's pods.)
 """
 
 from __future__ import annotations
@@ -25,13 +31,13 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from kubetrain.api.progress import StatusTarget
+from kubetrain.api.progress import StatusRoute, StatusRoutes, StatusTarget
 from kubetrain.kube.runtime.http import HttpApi
 from kubetrain.kube.runtime.store import KubeObject, Store, controller_reference
-from kubetrain.kube.status.injection import token_audience
+from kubetrain.kube.status.injection import legacy_token_audience, token_audience
 from kubetrain.progress.limits import RateLimiter
 from kubetrain.progress.server import RefusedError, Reporter
 
@@ -48,6 +54,11 @@ MAX_CACHED = 10_000
 REVIEWS_PER_SECOND = 50.0
 REVIEW_BURST = 100
 """A thousand pods starting to report at once are all reviewed within about 20 seconds."""
+BATCH_JOB_OWNER = ("batch/v1", "Job")
+"""How a pod's ownerReference names a batch Job: MPI v2beta1's launcher runs in one."""
+MAX_OWNER_HOPS = 3
+"""Controllers between a pod and its job: a batch Job (MPI v2beta1's launcher); a batch Job and its JobSet
+(a TrainJob's pods)."""
 
 
 @dataclass(frozen=True)
@@ -82,13 +93,27 @@ class _Cached:
 class JobCaches:
     """The operator's caches a report is checked against (read-only here)."""
 
-    jobs: Mapping[tuple[str, str], Store]
-    """Jobs by (apiVersion, plural): the kinds this operator reconciles."""
+    jobs: Mapping[StatusRoute, Store]
+    """Jobs by the route of their status: the kinds this operator reconciles, one entry each. The endpoint
+    serves exactly these routes."""
     pods: Store
-    batch_jobs: Store | None = None
+    owners: Mapping[tuple[str, str], Store] = field(default_factory=dict)
+    """Controllers that may stand between a pod and its job, by (apiVersion, kind) as an ownerReference
+    names them: ``("batch/v1", "Job")`` for MPI v2beta1's launcher, a JobSet for a TrainJob."""
     synced: Callable[[], bool] = lambda: True
     """Whether the caches have been filled once: before that a job or pod not found may just not be listed
     yet (the endpoint starts before the caches sync)."""
+
+    @property
+    def routes(self) -> StatusRoutes:
+        return StatusRoutes(self.jobs)
+
+    def store(self, target: StatusTarget) -> Store | None:
+        """The cache of ``target``'s kind, or None for a kind this operator does not reconcile."""
+        kind = (target.api_version, target.plural)
+        return next(
+            (jobs for route, jobs in self.jobs.items() if (route.api_version, route.plural) == kind), None
+        )
 
 
 @dataclass
@@ -127,23 +152,20 @@ class TokenReviewAuthenticator:
             raise RefusedError(
                 503, "the operator is starting (its caches are not filled yet); retry", retry_after=1
             )
-        jobs = self._caches.jobs.get((target.api_version, target.plural))
-        if jobs is None:
-            raise RefusedError(404, f"this operator reconciles no {target.plural} of {target.api_version}")
-        job = jobs.get(target.key)
+        identity = await self._identity(token, (token_audience(target), legacy_token_audience(target)))
+        jobs = self._caches.store(target)
+        job = jobs.get(target.key) if jobs is not None else None
         if job is None:
             raise RefusedError(404, f"{target.plural} {target.key} not found")
-        audience = token_audience(target.namespace, target.plural, target.name)
-        identity = await self._identity(token, audience)
         return await self._member(identity, target, job)
 
     # --- the token -----------------------------------------------------------------------------
 
-    async def _identity(self, token: str, audience: str) -> _Identity:
-        key = f"{hashlib.sha256(token.encode()).hexdigest()}|{audience}"
+    async def _identity(self, token: str, audiences: tuple[str, ...]) -> _Identity:
+        key = f"{hashlib.sha256(token.encode()).hexdigest()}|{audiences[0]}"
         cached = self._cached(key)
         if cached is None:
-            cached = await self._review_once(key, token, audience)
+            cached = await self._review_once(key, token, audiences)
         else:
             self.counts.cache_hits += 1
         if cached.refusal is not None:
@@ -161,7 +183,7 @@ class TokenReviewAuthenticator:
         self._cache.move_to_end(key)
         return cached
 
-    async def _review_once(self, key: str, token: str, audience: str) -> _Cached:
+    async def _review_once(self, key: str, token: str, audiences: tuple[str, ...]) -> _Cached:
         """One review per new token, however many requests carry it at once."""
         pending = self._in_flight.get(key)
         if pending is not None:
@@ -173,7 +195,7 @@ class TokenReviewAuthenticator:
         future: asyncio.Future[_Cached] = asyncio.get_running_loop().create_future()
         self._in_flight[key] = future
         try:
-            cached = await self._review(token, audience)
+            cached = await self._review(token, audiences)
         except BaseException as error:
             future.set_exception(error)
             future.exception()  # retrieved: no "never retrieved" warning when no one else waited
@@ -190,12 +212,13 @@ class TokenReviewAuthenticator:
         while len(self._cache) > MAX_CACHED:
             self._cache.popitem(last=False)
 
-    async def _review(self, token: str, audience: str) -> _Cached:
+    async def _review(self, token: str, audiences: tuple[str, ...]) -> _Cached:
+        """The API server authenticates a token with any one of ``audiences`` (the first is the job's)."""
         self.counts.reviews += 1
         body = {
             "apiVersion": "authentication.k8s.io/v1",
             "kind": "TokenReview",
-            "spec": {"token": token, "audiences": [audience]},
+            "spec": {"token": token, "audiences": list(audiences)},
         }
         try:
             response = await self._http.post(TOKEN_REVIEWS, json=body)
@@ -213,9 +236,9 @@ class TokenReviewAuthenticator:
         if not review.get("authenticated"):
             reason = str(review.get("error") or "not authenticated")
             refusal = RefusedError(
-                401,
-                f"the token is not valid for this job (audience {audience}): {reason}; send the token from "
-                "the file KUBEFLOW_TRAINER_STATUS_SERVER_TOKEN names, read again before each report",
+                403,
+                f"the token is not valid for this job (audience {audiences[0]}): {reason}; send the token "
+                "from the file KUBEFLOW_TRAINER_SERVER_TOKEN names, read again before each report",
             )
             return _Cached(now + NEGATIVE_TTL, None, refusal)
         user = review.get("user") or {}
@@ -260,19 +283,22 @@ class TokenReviewAuthenticator:
         return PodReporter(identity.pod_name, identity.namespace, identity.pod_uid, job_uid)
 
     def _controlled_by(self, pod: KubeObject, job_uid: str) -> bool:
-        owner = controller_reference(pod)
-        if owner is None:
-            return False
-        if owner.get("uid") == job_uid:
-            return True
-        if owner.get("kind") != "Job" or self._caches.batch_jobs is None:
-            return False
+        """Whether the job is the pod's controller, or its controller's (through ``MAX_OWNER_HOPS`` at most,
+        each one the controller of the one before as the operator's caches have it)."""
         namespace = (pod.get("metadata") or {}).get("namespace")
-        batch_job = self._caches.batch_jobs.get_named(namespace, str(owner.get("name")))
-        if batch_job is None or _uid(batch_job) != owner.get("uid"):
-            return False
-        parent = controller_reference(batch_job)
-        return parent is not None and parent.get("uid") == job_uid
+        current: KubeObject = pod
+        for _ in range(MAX_OWNER_HOPS + 1):
+            owner = controller_reference(current)
+            if owner is None:
+                return False
+            if owner.get("uid") == job_uid:
+                return True
+            owners = self._caches.owners.get((str(owner.get("apiVersion")), str(owner.get("kind"))))
+            parent = owners.get_named(namespace, str(owner.get("name"))) if owners is not None else None
+            if parent is None or _uid(parent) != owner.get("uid"):
+                return False
+            current = parent
+        return False
 
     async def _fetch_pod(self, identity: _Identity) -> KubeObject | None:
         path = f"/api/v1/namespaces/{identity.namespace}/pods/{identity.pod_name}"

@@ -95,7 +95,7 @@ class StatusEndpoint:
         self._task: asyncio.Future[None] | None = None
 
     def _jobs(self, target: StatusTarget) -> Store | None:
-        return self._caches.jobs.get((target.api_version, target.plural))
+        return self._caches.store(target)
 
     async def start(self) -> None:
         """Load the credentials and bind the port; ``StatusEndpointError`` when either fails."""
@@ -147,7 +147,10 @@ class StatusEndpoint:
                 self.writer = StatusWriter(http, self._jobs, writes_per_second=settings.writes_per_second)
                 self.history = HistoryRecorder(http, self._jobs)
                 app = status_application(
-                    self.authenticator, _Reports(self.writer, self.history), counts=self.counts
+                    self._caches.routes,
+                    self.authenticator,
+                    _Reports(self.writer, self.history),
+                    counts=self.counts,
                 )
                 listener = BoundedListener(app, keeper.context)
                 await listener.start(settings.host, settings.port)

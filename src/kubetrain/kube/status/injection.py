@@ -1,15 +1,18 @@
 """What every replica's containers get so that code instrumented for Kubeflow Trainer v2 reports unchanged.
 
-Three variables (``kubetrain.reporting``'s names: the whole URL of the job's status path, the CA file, the
-token file) and one projected volume mounted read-only at Trainer v2's path, holding a service-account token
-whose audience is this job alone and the endpoint's CA from the namespace's ConfigMap. Pure: the same pod
-spec in gives the same pod spec out, and with the endpoint off nothing here runs at all.
+What Trainer v2.3's TrainJobStatus plugin gives a TrainJob's trainer containers
+(``pkg/runtime/framework/plugins/trainjobstatus``): three variables (the whole URL of the job's status path,
+the CA file, the token file) and one projected volume of the same name, mounted read-only at the same path,
+holding a service-account token whose audience is this job alone (Trainer's audience rule) and the
+endpoint's CA, here from the namespace's ConfigMap (docs/progress.md says why not one per job). Pure: the
+same pod spec in gives the same pod spec out, and with the endpoint off nothing here runs at all.
 
-A template that sets any of the three variables in a container keeps its own: that container is left
-alone (it reports somewhere else, or to an endpoint of the user's choosing). A pod whose template already
-has a volume of this volume's name, or a container that already mounts something at the mount path, is
-left alone in the same way: nothing of the user's is ever replaced. A pod that names no service account gets
-``default``, the one whose token is projected (and what the API server's ServiceAccount admission sets).
+A template that sets any of the three variables (in any spelling the reporting helper reads) in a container
+keeps its own: that container is left alone (it reports somewhere else, or to an endpoint of the user's
+choosing). A pod whose template already has a volume of this volume's name, or a container that already mounts
+something at the mount path, is left alone in the same way: nothing of the user's is ever replaced. A pod that
+names no service account gets ``default``, the one whose token is projected (and what the API server's
+ServiceAccount admission sets).
 """
 
 from __future__ import annotations
@@ -17,31 +20,48 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kubetrain.reporting import STATUS_SERVER_CA_CERT_ENV, STATUS_SERVER_TOKEN_ENV, STATUS_SERVER_URL_ENV
+from kubetrain.api.progress import StatusTarget
+from kubetrain.reporting import (
+    STATUS_SERVER_CA_CERT_ENV,
+    STATUS_SERVER_TOKEN_ENV,
+    STATUS_SERVER_URL_ENV,
+    VARIABLE_SPELLINGS,
+)
 
 VOLUME_NAME = "kubeflow-trainer-token"
-"""Trainer v2's name for the volume (KEP-2779)."""
+"""Trainer v2.3's name for the volume."""
 MOUNT_PATH = "/var/run/secrets/kubeflow/trainer"
 TOKEN_FILE = "token"
 CA_FILE = "ca.crt"
 TOKEN_EXPIRATION_SECONDS = 3600
 """The kubelet renews a projected token at 80 % of its life; an hour is Trainer v2's choice."""
-AUDIENCE_PREFIX = "kubetrain.dev/status"
+LEGACY_AUDIENCE_PREFIX = "kubetrain.dev/status"
+"""The audience of the tokens of pods made before kubetrain took Trainer v2.3's rule (still accepted)."""
 CA_CONFIG_MAP = "kubetrain-status-ca"
 """The ConfigMap holding the endpoint's CA in every namespace with jobs (one per namespace, not per job)."""
 CA_CONFIG_MAP_KEY = CA_FILE
 VARIABLES = (STATUS_SERVER_URL_ENV, STATUS_SERVER_CA_CERT_ENV, STATUS_SERVER_TOKEN_ENV)
+"""Trainer v2.3's names, what every container gets."""
+OWN_VARIABLES = frozenset(name for spelling in VARIABLE_SPELLINGS for name in spelling)
+"""A container that sets any of these itself (an earlier draft's spellings too) reports elsewhere."""
 DEFAULT_SERVICE_ACCOUNT = "default"
 
 
-def token_audience(namespace: str, plural: str, name: str) -> str:
-    """The audience of the tokens one job's pods get: a token is useless against any other job's path,
+def token_audience(target: StatusTarget) -> str:
+    """The audience of the tokens one job's pods get, Trainer v2.3's rule for every kind: the job's status
+    path without ``/apis/`` (``trainer.kubeflow.org/v1alpha1/namespaces/<ns>/trainjobs/<name>/status`` for a
+    TrainJob, as ``statusserver.TokenAudience`` makes it). A token is useless against any other job's path
     before the endpoint even looks at which pod it belongs to."""
-    return f"{AUDIENCE_PREFIX}/{namespace}/{plural}/{name}"
+    return target.path.removeprefix("/apis/")
 
 
-def status_url(base_url: str, api_version: str, namespace: str, plural: str, name: str) -> str:
-    return f"{base_url.rstrip('/')}/apis/{api_version}/namespaces/{namespace}/{plural}/{name}/status"
+def legacy_token_audience(target: StatusTarget) -> str:
+    """The audience kubetrain gave the same job's tokens before: pods made then still report."""
+    return f"{LEGACY_AUDIENCE_PREFIX}/{target.namespace}/{target.plural}/{target.name}"
+
+
+def status_url(base_url: str, target: StatusTarget) -> str:
+    return f"{base_url.rstrip('/')}{target.path}"
 
 
 @dataclass(frozen=True)
@@ -66,9 +86,9 @@ def inject_status_reporting(
     volumes = spec.get("volumes") or []
     if any(volume.get("name") == VOLUME_NAME for volume in volumes):
         return
-    url = status_url(injection.base_url, api_version, namespace, plural, name)
+    target = StatusTarget(api_version, namespace, plural, name)
     variables = [
-        {"name": STATUS_SERVER_URL_ENV, "value": url},
+        {"name": STATUS_SERVER_URL_ENV, "value": status_url(injection.base_url, target)},
         {"name": STATUS_SERVER_CA_CERT_ENV, "value": f"{MOUNT_PATH}/{CA_FILE}"},
         {"name": STATUS_SERVER_TOKEN_ENV, "value": f"{MOUNT_PATH}/{TOKEN_FILE}"},
     ]
@@ -81,7 +101,7 @@ def inject_status_reporting(
         container["volumeMounts"] = [*(container.get("volumeMounts") or []), dict(mount)]
         injected = True
     if injected:
-        spec["volumes"] = [*volumes, _volume(injection, token_audience(namespace, plural, name))]
+        spec["volumes"] = [*volumes, _volume(injection, token_audience(target))]
         if not spec.get("serviceAccountName"):
             # A projected token is some service account's: the one the ServiceAccount admission plugin would
             # name anyway, said here so that an API server without that plugin (envtest) accepts the pod.
@@ -91,7 +111,7 @@ def inject_status_reporting(
 def _sets_its_own(container: dict[str, Any]) -> bool:
     env = {str(variable.get("name")) for variable in container.get("env") or ()}
     mounts = {str(mount.get("mountPath", "")).rstrip("/") for mount in container.get("volumeMounts") or ()}
-    return bool(env & set(VARIABLES)) or MOUNT_PATH in mounts
+    return bool(env & OWN_VARIABLES) or MOUNT_PATH in mounts
 
 
 def _volume(injection: StatusInjection, audience: str) -> dict[str, Any]:

@@ -11,10 +11,11 @@ from typing import Any
 import httpx2
 import pytest
 
-from kubetrain.api.progress import StatusTarget
+from kubetrain.api.progress import StatusRoute, StatusTarget
 from kubetrain.kube.runtime.store import ChangeType, Store
 from kubetrain.kube.status import authenticator as module
 from kubetrain.kube.status.authenticator import (
+    BATCH_JOB_OWNER,
     NEGATIVE_TTL,
     POSITIVE_TTL,
     JobCaches,
@@ -27,12 +28,26 @@ from kubetrain.progress.server import RefusedError
 from .fakes import ObjectApi, status
 
 TARGET = StatusTarget("kubeflow.org/v1", "team", "pytorchjobs", "bert")
-AUDIENCE = "kubetrain.dev/status/team/pytorchjobs/bert"
+AUDIENCE = "kubeflow.org/v1/namespaces/team/pytorchjobs/bert/status"
+"""Trainer v2.3's rule: the job's status path without /apis/."""
+LEGACY_AUDIENCE = "kubetrain.dev/status/team/pytorchjobs/bert"
+"""What kubetrain's injection gave the same job's pods before."""
+ROUTE = StatusRoute.of("kubeflow.org/v1", "pytorchjobs")
 REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
 
 
+OWNER_API_VERSIONS = {"Job": "batch/v1", "JobSet": "jobset.x-k8s.io/v1alpha2"}
+
+
 def owned(kind: str, name: str, uid: str, owner_kind: str, owner_uid: str, **extra: Any) -> dict[str, Any]:
-    reference = {"kind": owner_kind, "name": "x", "uid": owner_uid, "controller": True}
+    api_version = OWNER_API_VERSIONS.get(owner_kind, "kubeflow.org/v1")
+    reference = {
+        "apiVersion": api_version,
+        "kind": owner_kind,
+        "name": "x",
+        "uid": owner_uid,
+        "controller": True,
+    }
     metadata = {"name": name, "namespace": "team", "uid": uid, "ownerReferences": [reference], **extra}
     return {"kind": kind, "metadata": metadata}
 
@@ -96,7 +111,8 @@ def authenticator(
     batch_jobs: Store | None = None,
     **kwargs: Any,
 ) -> TokenReviewAuthenticator:
-    caches = JobCaches({("kubeflow.org/v1", "pytorchjobs"): store(JOB)}, store(*pods), batch_jobs)
+    owners = {BATCH_JOB_OWNER: batch_jobs} if batch_jobs is not None else {}
+    caches = JobCaches({ROUTE: store(JOB)}, store(*pods), owners)
     return TokenReviewAuthenticator(api.client(), caches, clock=clock or Clock(), **kwargs)
 
 
@@ -114,16 +130,25 @@ async def test_a_replica_pods_token_for_the_jobs_audience_is_accepted() -> None:
     reporter = await authenticator(api, WORKER).authenticate(token, TARGET)
     assert reporter == PodReporter("bert-worker-0", "team", "pod-uid", "job-uid")
     [(_, _, review)] = api.calls("POST", REVIEWS)
-    assert review["spec"] == {"token": "t1", "audiences": [AUDIENCE]}
+    assert review["spec"] == {"token": "t1", "audiences": [AUDIENCE, LEGACY_AUDIENCE]}
 
 
-async def test_a_token_for_another_audience_is_refused_with_401_and_the_reason() -> None:
+async def test_the_token_of_a_pod_made_before_trainer_v2_3s_audience_rule_is_still_accepted() -> None:
+    api = ObjectApi()
+    token = Reviewer(api).issue("t1", "bert-worker-0", "pod-uid", audience=LEGACY_AUDIENCE)
+    assert (await authenticator(api, WORKER).authenticate(token, TARGET)).name == "bert-worker-0"
+
+
+async def test_a_token_for_another_audience_is_refused_with_403_and_the_reason() -> None:
     api = ObjectApi()
     token = Reviewer(api).issue(
-        "t1", "gpt-worker-0", "other-pod-uid", audience="kubetrain.dev/status/team/pytorchjobs/gpt"
+        "t1",
+        "gpt-worker-0",
+        "other-pod-uid",
+        audience="kubeflow.org/v1/namespaces/team/pytorchjobs/gpt/status",
     )
     refused = await refusal(authenticator(api, WORKER, OTHER_JOBS_POD), token)
-    assert refused.code == 401
+    assert refused.code == 403
     assert AUDIENCE in refused.message and "invalid for the target audiences" in refused.message
 
 
@@ -176,6 +201,37 @@ async def test_a_launcher_pod_run_by_a_batch_job_the_job_controls_is_accepted() 
     assert (await checker.authenticate(token, TARGET)).name == "pi-launcher-abcde"
 
 
+async def test_a_pod_of_a_registered_kind_is_accepted_through_the_controllers_between_it_and_its_job() -> (
+    None
+):
+    """A TrainJob's pod: a batch Job's, whose controller is a JobSet, whose controller is the TrainJob."""
+    api = ObjectApi()
+    route = StatusRoute("trainer.kubeflow.org", "v1alpha1", "trainjobs")
+    train_job = owned("TrainJob", "bert", "trainjob-uid", "None", "")
+    train_job["metadata"]["ownerReferences"] = []
+    job_set = owned("JobSet", "bert", "jobset-uid", "TrainJob", "trainjob-uid")
+    batch_job = owned("Job", "bert-node-0", "batch-uid", "JobSet", "jobset-uid")
+    batch_job["metadata"]["ownerReferences"][0]["name"] = "bert"
+    node = owned("Pod", "bert-node-0-0-x", "node-uid", "Job", "batch-uid")
+    node["metadata"]["ownerReferences"][0]["name"] = "bert-node-0"
+    target = route.target("team", "bert")
+    token = Reviewer(api).issue(
+        "t1", "bert-node-0-0-x", "node-uid", audience=target.path.removeprefix("/apis/")
+    )
+    owners = {BATCH_JOB_OWNER: store(batch_job)}
+    without_job_sets = JobCaches({ROUTE: store(JOB), route: store(train_job)}, store(node), owners)
+    refused = await refusal(TokenReviewAuthenticator(api.client(), without_job_sets), token, target)
+    assert (refused.code, refused.message) == (
+        403,
+        "pod bert-node-0-0-x is not a replica of TrainJob team/bert",
+    )
+    job_sets = {**owners, ("jobset.x-k8s.io/v1alpha2", "JobSet"): store(job_set)}
+    caches = JobCaches({ROUTE: store(JOB), route: store(train_job)}, store(node), job_sets)
+    assert (await TokenReviewAuthenticator(api.client(), caches).authenticate(token, target)).name == node[
+        "metadata"
+    ]["name"]
+
+
 async def test_a_token_not_bound_to_a_pod_is_refused_with_403() -> None:
     api = ObjectApi()
 
@@ -187,13 +243,15 @@ async def test_a_token_not_bound_to_a_pod_is_refused_with_403() -> None:
     assert refused.code == 403 and "alice is not bound to a pod" in refused.message
 
 
-async def test_a_job_that_does_not_exist_is_404_and_costs_no_review() -> None:
+async def test_a_job_that_does_not_exist_is_403_to_a_stranger_and_404_to_a_token_for_it() -> None:
+    """Trainer v2.3's order, the token before the job: no answer tells a stranger which jobs exist."""
     api = ObjectApi()
-    refused = await refusal(
-        authenticator(api, WORKER), "t1", StatusTarget("kubeflow.org/v1", "team", "pytorchjobs", "gone")
-    )
-    assert refused.code == 404
-    assert not api.requests
+    gone = StatusTarget("kubeflow.org/v1", "team", "pytorchjobs", "gone")
+    reviewer = Reviewer(api)
+    assert (await refusal(authenticator(api, WORKER), "random", gone)).code == 403
+    token = reviewer.issue("t1", "gone-worker-0", "gone-uid", audience=gone.path.removeprefix("/apis/"))
+    refused = await refusal(authenticator(api, WORKER), token, gone)
+    assert (refused.code, refused.message) == (404, "pytorchjobs team/gone not found")
 
 
 async def test_a_valid_token_is_reviewed_once_and_its_pod_checked_every_time() -> None:
@@ -233,7 +291,7 @@ async def test_a_refused_token_is_remembered_briefly() -> None:
     Reviewer(api)
     checker = authenticator(api, WORKER, clock=clock)
     for _ in range(3):
-        assert (await refusal(checker, "forged")).code == 401
+        assert (await refusal(checker, "forged")).code == 403
     assert len(api.calls("POST", REVIEWS)) == 1
     clock.now += NEGATIVE_TTL
     await refusal(checker, "forged")
@@ -245,7 +303,7 @@ async def test_new_tokens_beyond_the_review_rate_are_refused_with_429_without_a_
     Reviewer(api)
     checker = authenticator(api, WORKER, clock=clock, reviews=RateLimiter(1.0, 3, clock=clock))
     codes = [(await refusal(checker, f"random-{i}")).code for i in range(5)]
-    assert codes == [401, 401, 401, 429, 429]
+    assert codes == [403, 403, 403, 429, 429]
     assert len(api.calls("POST", REVIEWS)) == 3
     throttled = await refusal(checker, "random-6")
     assert throttled.retry_after is not None and throttled.retry_after > 0
@@ -281,7 +339,7 @@ async def test_the_cache_keeps_at_most_its_bound(monkeypatch: pytest.MonkeyPatch
 
 async def test_before_the_caches_are_filled_a_report_is_told_to_retry_not_that_its_job_is_missing() -> None:
     api = ObjectApi()
-    caches = JobCaches({("kubeflow.org/v1", "pytorchjobs"): Store()}, Store(), synced=lambda: False)
+    caches = JobCaches({ROUTE: Store()}, Store(), synced=lambda: False)
     refused = await refusal(TokenReviewAuthenticator(api.client(), caches), "t1")
     assert refused.code == 503 and refused.retry_after == 1
     assert not api.requests
