@@ -34,7 +34,7 @@ from pydantic_core import core_schema
 
 from kubetrain.api.jobs import GROUP, TrainingJob
 from kubetrain.api.podtemplate import pod_template_schema
-from kubetrain.api.progress import MAX_METRIC_NAME, MAX_METRIC_VALUE, MAX_METRICS, MAX_REMAINING_SECONDS
+from kubetrain.api.progress import KUBEFLOW_REPORT_LIMITS, MAX_REMAINING_SECONDS, ReportLimits
 
 DNS1035_LABEL_MAX = 63
 """Pods and Services are named ``<job>-<type>-<index>``; a Service name is a DNS-1035 label."""
@@ -313,16 +313,17 @@ def _constrain_common_fields(
     constrain_trainer_status(schema_node(schema, "status.trainerStatus"))
 
 
-def constrain_trainer_status(trainer_status: Schema) -> None:
-    """Trainer v2's bounds on a report, so that no writer can store what the endpoints refuse."""
+def constrain_trainer_status(trainer_status: Schema, limits: ReportLimits = KUBEFLOW_REPORT_LIMITS) -> None:
+    """Trainer v2's bounds on a report (``limits``: the kind's), so that no writer can store what the
+    endpoints refuse."""
     fields = trainer_status["properties"]
     fields["progressPercentage"].update(minimum=0, maximum=100)
     fields["estimatedRemainingSeconds"].update(minimum=0, maximum=MAX_REMAINING_SECONDS)
     metrics = fields["metrics"]
-    metrics.update({"maxItems": MAX_METRICS, "x-kubernetes-list-type": "atomic"})
+    metrics.update({"maxItems": limits.metrics, "x-kubernetes-list-type": "atomic"})
     metric = metrics["items"]["properties"]
-    metric["name"].update(minLength=1, maxLength=MAX_METRIC_NAME)
-    metric["value"].update(minLength=1, maxLength=MAX_METRIC_VALUE)
+    metric["name"].update(minLength=1, maxLength=limits.metric_name)
+    metric["value"].update(minLength=1, maxLength=limits.metric_value)
 
 
 def _common_rules(replica_map: str, replica_types: Sequence[str]) -> dict[str, Sequence[Rule]]:

@@ -14,6 +14,7 @@ from pydantic import Field
 
 from kubetrain.api.base import WireModel
 from kubetrain.api.common import CleanPodPolicy, JobStatus, ObjectMeta, ReplicaSpec, RunPolicy
+from kubetrain.api.progress import StatusRoute
 
 GROUP = "kubeflow.org"
 V1 = f"{GROUP}/v1"
@@ -72,6 +73,11 @@ class TrainingJob(WireModel):
 
     def with_run_policy(self, run_policy: RunPolicy) -> Self:
         return self.model_copy(update={"spec": self.spec.model_copy(update={"run_policy": run_policy})})
+
+    @classmethod
+    def status_route(cls) -> StatusRoute:
+        """Where its training reports progress: its own kind's status path."""
+        return StatusRoute.of(cls.API_VERSION, cls.PLURAL)
 
     def with_status(self, status: JobStatus) -> Self:
         return self.model_copy(update={"status": status})

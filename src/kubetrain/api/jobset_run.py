@@ -16,6 +16,7 @@ from pydantic import Field
 from kubetrain.api.base import WireModel
 from kubetrain.api.common import ReplicaSpec
 from kubetrain.api.jobs import JobSpec, TrainingJob
+from kubetrain.api.progress import TRAINJOB_REPORT_LIMITS, StatusRoute
 
 API_VERSION = "kubetrain.dev/v1alpha1"
 
@@ -61,3 +62,8 @@ class JobSetRun(TrainingJob):
     api_version: str = API_VERSION
     kind: str = "JobSetRun"
     spec: JobSetRunSpec
+
+    @classmethod
+    def status_route(cls) -> StatusRoute:
+        """A TrainJob's: its training reports to Trainer's path, within Trainer's limits."""
+        return StatusRoute("trainer.kubeflow.org", "v1alpha1", "trainjobs", TRAINJOB_REPORT_LIMITS)

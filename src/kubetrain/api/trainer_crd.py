@@ -22,6 +22,7 @@ from kubetrain.api.crd import (
     structural_schema,
 )
 from kubetrain.api.podtemplate import pod_template_schema
+from kubetrain.api.progress import TRAINJOB_REPORT_LIMITS
 from kubetrain.api.trainer import (
     GROUP,
     MANAGED_BY_VALUES,
@@ -132,7 +133,7 @@ def trainjob_crd() -> dict[str, Any]:
     for counter in ("ready", "succeeded", "failed", "active", "suspended"):
         jobs_status["items"]["properties"][counter]["minimum"] = 0
     trainer_status = status["properties"]["trainerStatus"]
-    constrain_trainer_status(trainer_status)
+    constrain_trainer_status(trainer_status, TRAINJOB_REPORT_LIMITS)
     add_rules(
         trainer_status,
         [Rule("has(self.lastUpdatedTime)", "lastUpdatedTime is required when trainerStatus is present")],

@@ -38,7 +38,7 @@ from kubetrain.frameworks.trainer.registry import plugins as default_plugins
 
 RUNTIME_KINDS = (CLUSTER_TRAINING_RUNTIME, TRAINING_RUNTIME)
 
-BUILD_ORDER = ("MPI", "CoScheduling", "Volcano", "TrainJobStatus", "JobSet")
+BUILD_ORDER = ("MPI", "CoScheduling", "Volcano", "JobSet")
 """The objects in apply order: what pods mount (Secrets, ConfigMaps) and the PodGroup before the JobSet."""
 
 

@@ -25,13 +25,14 @@ from lightkube.resources.autoscaling_v2 import HorizontalPodAutoscaler
 from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import Pod, Service
 
-from kubetrain.api.progress import StatusRoute
+from kubetrain.api.progress import TRAINJOB_REPORT_LIMITS, StatusRoute
 from kubetrain.api.trainer import GROUP as TRAINER_GROUP
 from kubetrain.api.trainer import VERSION as TRAINER_VERSION
 from kubetrain.engine.types import ReplicaLimits, Traits
 from kubetrain.frameworks.addressing import ClusterAddressing
 from kubetrain.frameworks.base import Framework
 from kubetrain.frameworks.labels import OPERATOR_NAME_LABEL
+from kubetrain.frameworks.trainer.jobset import JOBSET_API, JOBSET_KIND
 from kubetrain.kube.act import Actor, pod_group_collection
 from kubetrain.kube.batch_jobs import batch_job_template
 from kubetrain.kube.compact import compact_batch_job, compact_object, compact_pod, compact_service
@@ -52,6 +53,7 @@ from kubetrain.kube.runtime.store import ObjectChange, Store
 from kubetrain.kube.status.authenticator import BATCH_JOB_OWNER, JobCaches
 from kubetrain.kube.status.ca_bundle import CaPublisher
 from kubetrain.kube.status.endpoint import StatusEndpoint
+from kubetrain.kube.status.injection import StatusInjection
 from kubetrain.kube.status.settings import StatusServerSettings
 from kubetrain.kube.trainjobs import TrainJobController, TrainJobStores
 
@@ -108,6 +110,7 @@ ClusterTrainingRuntimeResource = create_global_resource(
     TRAINER_GROUP, TRAINER_VERSION, "ClusterTrainingRuntime", "clustertrainingruntimes"
 )
 JobSetResource = create_namespaced_resource("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets")
+TRAINJOB_ROUTE = StatusRoute(TRAINER_GROUP, TRAINER_VERSION, "trainjobs", TRAINJOB_REPORT_LIMITS)
 
 
 def pod_group_resource(settings: RenderSettings) -> type[NamespacedResource]:
@@ -192,10 +195,11 @@ class Operator:
             else:
                 log.warning("autoscaling/v2 is not served: elastic PyTorch jobs get no HPA")
         batch_jobs: Informer | None = None
-        if any(_runs_batch_jobs(f) for f in settings.frameworks):
+        if settings.trainer_api or any(_runs_batch_jobs(f) for f in settings.frameworks):
             # Unselected, as the mpi-operator watches them: its launcher Job is labelled only `app: <job>`
             # (kubetrain's too, since it makes the same Job), so the store keeps them by owner; others are
-            # cached as their identity only (kube.compact).
+            # cached as their identity only (kube.compact). A TrainJob's pods report through its JobSet's
+            # Jobs: the status endpoint walks pod, Job, JobSet, TrainJob.
             batch_jobs = self._informer(Job, transform=compact_batch_job)
         children = ChildStores(
             pods.store,
@@ -247,7 +251,7 @@ class Operator:
             jobs.add_handler(controller.on_job_change)
             self.controllers.append(controller)
         if settings.trainer_api:
-            await self._build_trainjobs()
+            await self._build_trainjobs(settings.render.status)
         by_name = {c.framework.controller_name: c for c in self.controllers}
         pods.add_handler(lambda change: _route_child(change, "pods", by_name))
         services.add_handler(lambda change: _route_child(change, "services", by_name))
@@ -259,20 +263,25 @@ class Operator:
         if autoscalers is not None:
             autoscalers.add_handler(lambda change: _route_owned(change, self.controllers))
         if settings.status is not None and self.ca is not None:
+            routes = {
+                StatusRoute.of(c.framework.api_version, c.framework.model.PLURAL): c.jobs
+                for c in self.controllers
+            }
+            owners = {BATCH_JOB_OWNER: batch_jobs.store} if batch_jobs is not None else {}
+            if self.trainjobs is not None:
+                routes[TRAINJOB_ROUTE] = self.trainjobs.jobs
+                owners[(JOBSET_API, JOBSET_KIND)] = self.trainjobs.stores.jobsets
             caches = JobCaches(
-                {
-                    StatusRoute.of(c.framework.api_version, c.framework.model.PLURAL): c.jobs
-                    for c in self.controllers
-                },
+                routes,
                 pods.store,
-                {BATCH_JOB_OWNER: batch_jobs.store} if batch_jobs is not None else {},
+                owners,
                 synced=lambda: all(informer.has_synced.is_set() for informer in self.informers),
             )
             self.status_endpoint = StatusEndpoint(
                 settings.status, self.client.http, caches, on_bundle=self.ca.set_bundle
             )
 
-    async def _build_trainjobs(self) -> None:
+    async def _build_trainjobs(self, status: StatusInjection | None) -> None:
         """Trainer v2's TrainJob controller, with caches of TrainJobs, their runtimes and their JobSets."""
         namespace = self.settings.namespace
         if not await self._served(collection_path(TrainJobResource, namespace)):
@@ -299,6 +308,7 @@ class Operator:
             self.events,
             self.metrics,
             threads=self.settings.threads,
+            status=status,
         )
         trainjobs.add_handler(controller.on_trainjob_change)
         if jobsets is not None:

@@ -13,6 +13,7 @@ what an operator should not cost; each is read once per TrainJob and remembered 
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import logging
 import time
@@ -29,12 +30,14 @@ from kubetrain.api.trainer import (
 )
 from kubetrain.engine.trainjob import MAX_EVENT_DETAIL, TrainJobObservation, reconcile_trainjob
 from kubetrain.engine.trainjob_plan import runtime_key, snapshot_name
-from kubetrain.frameworks.trainer.constants import FIELD_OWNER, RESOURCES_CREATION_FAILED_REASON
+from kubetrain.frameworks.trainer.constants import (
+    ANCESTOR_TRAINER,
+    FIELD_OWNER,
+    RESOURCES_CREATION_FAILED_REASON,
+)
 from kubetrain.frameworks.trainer.gang import SCHEDULER_PLUGINS_API, VOLCANO_API
-from kubetrain.frameworks.trainer.jobset import JOBSET_API
+from kubetrain.frameworks.trainer.jobset import JOBSET_API, JOBSET_KIND, ancestor_of, pod_spec_of
 from kubetrain.frameworks.trainer.mpi import ssh_secret_name
-from kubetrain.frameworks.trainer.registry import plugins
-from kubetrain.frameworks.trainer.status import StatusServer
 from kubetrain.kube import ssh
 from kubetrain.kube.events import EventRecord, EventRecorder
 from kubetrain.kube.metrics import OperatorMetrics
@@ -50,6 +53,7 @@ from kubetrain.kube.runtime.store import (
     controller_uid,
     object_key,
 )
+from kubetrain.kube.status.injection import StatusInjection, inject_status_reporting
 
 log = logging.getLogger(__name__)
 outcomes = logging.getLogger("kubetrain.reconcile")
@@ -102,7 +106,8 @@ class TrainJobController:
     events: EventRecorder
     metrics: OperatorMetrics
     threads: int = 1
-    status_server: StatusServer | None = None
+    status: StatusInjection | None = None
+    """Where trainer pods report their progress; None: the status endpoint is off."""
     queue: WorkQueue[str] = field(default_factory=WorkQueue)
     _known: dict[str, _Known] = field(default_factory=dict)
 
@@ -182,8 +187,7 @@ class TrainJobController:
             pod_group=known.pod_group,
             ssh_secret=known.ssh_secret,
         )
-        status_plugins = plugins(self.status_server)
-        decision = reconcile_trainjob(trainjob, observation, datetime.now(UTC), plugins=status_plugins)
+        decision = reconcile_trainjob(trainjob, observation, datetime.now(UTC))
 
         applied, refused = 0, None
         try:
@@ -257,6 +261,8 @@ class TrainJobController:
     async def _apply(self, obj: Mapping[str, Any], known: _Known) -> None:
         """Server-side apply as Trainer does (``trainer``, forced); an SSH Secret gets its keys here."""
         body = ssh.with_keys(obj) if ssh.needs_keys(obj) else dict(obj)
+        if body["kind"] == JOBSET_KIND and self.status is not None:
+            body = with_status_reporting(body, self.status)
         metadata = body["metadata"]
         path = object_path(body["apiVersion"], body["kind"], metadata["namespace"], metadata["name"])
         response = await self.http.patch(
@@ -309,3 +315,22 @@ def _log_outcome(key: str, outcome: str, **fields: Any) -> None:
         **{k: v for k, v in fields.items() if v is not None},
     }
     outcomes.info(outcome, extra={"fields": record})
+
+
+def with_status_reporting(jobset: Mapping[str, Any], status: StatusInjection) -> dict[str, Any]:
+    """The JobSet with the progress variables and token volume in its trainer pods, where Trainer's
+    TrainJobStatus plugin puts them (their CA from the namespace's ConfigMap, as every kind's:
+    docs/progress.md)."""
+    body = copy.deepcopy(dict(jobset))
+    metadata = body["metadata"]
+    for job in body["spec"].get("replicatedJobs") or []:
+        if ancestor_of(job) == ANCESTOR_TRAINER:
+            inject_status_reporting(
+                pod_spec_of(job),
+                status,
+                api_version=API_VERSION,
+                namespace=metadata["namespace"],
+                plural=TrainJob.PLURAL,
+                name=metadata["name"],
+            )
+    return body

@@ -27,7 +27,7 @@ PORT_PLACEHOLDER = "<port>"
 
 def status_route(job: TrainingJob) -> StatusRoute:
     """The route of the job's kind: what the run's endpoint serves."""
-    return StatusRoute.of(job.API_VERSION, job.PLURAL)
+    return job.status_route()
 
 
 def status_target(job: TrainingJob) -> StatusTarget:

@@ -9,8 +9,6 @@ from kubetrain.api.errors import InvalidJobError
 from kubetrain.engine.trainjob_plan import plan
 from kubetrain.frameworks.trainer.builtin import builtin_runtimes
 from kubetrain.frameworks.trainer.plugin import Existing
-from kubetrain.frameworks.trainer.registry import plugins
-from kubetrain.frameworks.trainer.status import StatusServer
 
 INDEX = {"fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}
 
@@ -336,18 +334,3 @@ def test_a_patch_may_not_set_env_on_the_node_container() -> None:
 def test_a_patch_manager_must_be_a_domain_prefixed_path() -> None:
     with pytest.raises(InvalidJobError, match="domain-prefixed path"):
         plan(trainjob(runtimePatches=[{"manager": "me"}]), builtin("torch-distributed").spec)
-
-
-def test_the_status_endpoint_reaches_every_trainer_container() -> None:
-    server = StatusServer("https://kubetrain.kubeflow.svc:8443", "PEM")
-    planned = plan(trainjob(), builtin("torch-distributed").spec, plugins=plugins(server))
-    config, jobset = planned.objects
-    assert config["metadata"]["name"] == "demo-tls-config" and config["data"] == {"ca.crt": "PEM"}
-    node = container_of(jobset)
-    assert env_of(node)["KUBEFLOW_TRAINER_SERVER_URL"] == (
-        "https://kubetrain.kubeflow.svc:8443/apis/trainer.kubeflow.org/v1alpha1/namespaces/team/trainjobs/demo/status"
-    )
-    assert env_of(node)["KUBEFLOW_TRAINER_SERVER_TOKEN"] == "/var/run/secrets/kubeflow/trainer/token"
-    (volume,) = pod_spec(jobset, "node")["volumes"]
-    token = volume["projected"]["sources"][0]["serviceAccountToken"]
-    assert token["audience"] == "trainer.kubeflow.org/v1alpha1/namespaces/team/trainjobs/demo/status"

@@ -14,14 +14,17 @@ from kubetrain.frameworks.trainer.jobset import JobSetPlugin
 from kubetrain.frameworks.trainer.mpi import MPIPlugin
 from kubetrain.frameworks.trainer.plainml import PlainMLPlugin
 from kubetrain.frameworks.trainer.plugin import RuntimePlugin
-from kubetrain.frameworks.trainer.status import StatusPlugin, StatusServer
 from kubetrain.frameworks.trainer.torch import TorchPlugin
 from kubetrain.frameworks.trainer.xgboost import XGBoostPlugin
 
 
-def plugins(status: StatusServer | None = None) -> tuple[RuntimePlugin, ...]:
-    """Every plugin, in the order their phases run; the status plugin only where an endpoint serves."""
-    found: list[RuntimePlugin] = [
+def plugins() -> tuple[RuntimePlugin, ...]:
+    """Every plugin, in the order their phases run.
+
+    Trainer's ``TrainJobStatus`` plugin (the progress variables and token volume) is not among them: where
+    pods report to is the substrate's to say, as for every kind (``kube.status.injection``, the local
+    runner's endpoint)."""
+    return (
         PlainMLPlugin(),
         TorchPlugin(),
         MPIPlugin(),
@@ -29,8 +32,5 @@ def plugins(status: StatusServer | None = None) -> tuple[RuntimePlugin, ...]:
         XGBoostPlugin(),
         CoschedulingPlugin(),
         VolcanoPlugin(),
-    ]
-    if status is not None:
-        found.append(StatusPlugin(status))
-    found.append(JobSetPlugin())
-    return tuple(found)
+        JobSetPlugin(),
+    )
