@@ -290,11 +290,14 @@ class TrainingClient:
 
     def scale_job(
         self, name: str, replicas: int, namespace: str | None = None, job_kind: str | None = None
-    ) -> Job:
-        """Set the replicas of the kind's scalable type (the CRD's scale subresource; kubetrain extension)."""
+    ) -> TrainingJob:
+        """Set the replicas of the kind's scalable type (the CRD's scale subresource; kubetrain extension). A
+        TrainJob has none (its nodes are immutable): ``ValueError``."""
         if replicas < 0:
             raise ValueError(f"replicas must be 0 or more, got {replicas}")
-        return self.backend.scale(self._kind(job_kind), self._namespace(namespace), name, replicas)
+        scaled = self.backend.scale(self._kind(job_kind), self._namespace(namespace), name, replicas)
+        assert isinstance(scaled, TrainingJob)
+        return scaled
 
     # --- conditions ----------------------------------------------------------------------------
 
