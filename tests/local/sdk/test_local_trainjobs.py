@@ -239,7 +239,7 @@ def test_the_sdk_reads_a_trainjobs_logs_from_node_0_by_default(client: TrainingC
 
 def test_the_sdk_raises_the_trainjobs_failure_while_waiting_for_complete(client: TrainingClient) -> None:
     client.create_job(trainjob("fails", FAILS))
-    with pytest.raises(JobFailedError, match="TrainJob default/fails failed: .*backoff limit"):
+    with pytest.raises(JobFailedError, match=r"TrainJob default/fails failed: .*backoff limit"):
         client.wait_for_job_conditions("fails", job_kind="TrainJob", polling_interval=0.2, wait_timeout=60)
 
 
