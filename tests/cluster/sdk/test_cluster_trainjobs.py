@@ -1,0 +1,317 @@
+"""Kubeflow Trainer TrainJobs on a real API server, the operator running, read by kubetrain's own commands,
+SDK and watch beside the v1 jobs: Trainer's states (Running once every node's pod runs), nodes, the JobSet's jobs,
+events, diagnosis, suspension and deletion.
+
+No JobSet controller runs here: each test makes the JobSet's pods as the JobSet and Job controllers would
+(their labels, one per node) and writes the JobSet's status as its controller would, as the operator's own
+TrainJob tests do (tests/cluster/operator/test_trainjobs.py); the pod driver is the kubelet. The real JobSet
+controller running them is the e2e and peers tiers' proof."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from cluster_sdk_support import CRDS, eventually, pytorch_job, running_operator
+
+from builders import cli_runner
+from kubetrain.api.summary import NodeTally
+from kubetrain.api.trainer import TrainJob
+from kubetrain.cli.main import app
+from kubetrain.envtest import binaries
+from kubetrain.envtest.crds import install_crd_files, install_crds
+from kubetrain.envtest.kubeapi import KubeApi
+from kubetrain.envtest.poddriver import PodDriver
+from kubetrain.envtest.pytest_plugin import EnvtestCluster
+from kubetrain.envtest.toolchain import find_go
+from kubetrain.frameworks.trainer.builtin import builtin_runtime_documents
+from kubetrain.sdk import JobFailedError, TrainingClient
+from kubetrain.sdk.backends.base import JobWatchEvent, WatchEventType
+from kubetrain.sdk.backends.kubernetes import KubernetesBackend
+
+pytestmark = pytest.mark.cluster
+
+TRAINER = "/apis/trainer.kubeflow.org/v1alpha1"
+JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2"
+JOBSET_MODULE = "sigs.k8s.io/jobset@v0.12.0"
+
+
+def jobset_module() -> Path:
+    """The JobSet v0.12.0 module Trainer v2.3.0 requires (its CRD), from Go's module cache (downloaded if
+    it is not there)."""
+    cached = Path(os.environ.get("GOMODCACHE") or Path.home() / "go" / "pkg" / "mod") / JOBSET_MODULE
+    if cached.is_dir():
+        return cached
+    go = find_go(binaries.cache_root())
+    found = subprocess.run([go, "mod", "download", "-json", JOBSET_MODULE], capture_output=True, check=True)
+    return Path(json.loads(found.stdout)["Dir"])
+
+
+@pytest.fixture(scope="module")
+def crds(kube_api: KubeApi) -> None:
+    install_crds(kube_api, CRDS)
+    install_crd_files(kube_api, (jobset_module() / "config" / "components" / "crd" / "bases").glob("*.yaml"))
+    for document in builtin_runtime_documents():
+        path = f"{TRAINER}/clustertrainingruntimes"
+        if not kube_api.exists(f"{path}/{document['metadata']['name']}"):
+            kube_api.create(path, document)
+
+
+@pytest.fixture
+def operator(envtest: EnvtestCluster, crds: None, namespace: str, tmp_path: Path) -> Iterator[None]:
+    with running_operator(envtest.kubeconfig, namespace, tmp_path / "operator.log"):
+        yield
+
+
+@pytest.fixture
+def client(envtest: EnvtestCluster, namespace: str) -> TrainingClient:
+    return TrainingClient(config_file=str(envtest.kubeconfig), namespace=namespace)
+
+
+@pytest.fixture
+def kubetrain(envtest: EnvtestCluster, namespace: str) -> Any:
+    runner = cli_runner()
+
+    def invoke(*args: str) -> Any:
+        return runner.invoke(app, [*args, "-n", namespace, "--kubeconfig", str(envtest.kubeconfig)])
+
+    return invoke
+
+
+def trainjob(name: str, nodes: int = 2) -> dict[str, Any]:
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": name},
+        "spec": {
+            "runtimeRef": {"name": "torch-distributed"},
+            "trainer": {"numNodes": nodes, "image": "example.com/trainer:1", "command": ["torchrun", "t.py"]},
+        },
+    }
+
+
+def submitted(kubetrain: Any, tmp_path: Path, job: dict[str, Any]) -> None:
+    path = tmp_path / f"{job['metadata']['name']}.yaml"
+    path.write_text(yaml.safe_dump(job))
+    result = kubetrain("submit", str(path))
+    assert result.stdout == f"trainjob.trainer.kubeflow.org/{job['metadata']['name']} created\n", (
+        result.stderr
+    )
+
+
+def jobset_of(kube_api: KubeApi, namespace: str, name: str) -> dict[str, Any]:
+    return eventually(lambda: kube_api.get_or_none(f"{JOBSETS}/namespaces/{namespace}/jobsets/{name}"))
+
+
+def node_pods(
+    kube_api: KubeApi, pod_driver: PodDriver, namespace: str, name: str, nodes: int, image: str = "busybox"
+) -> list[str]:
+    """The node pods the JobSet and Job controllers would make of the TrainJob's JobSet, bound by the
+    scheduler: ``<trainjob>-node-0-<i>-<random>`` with the JobSet's labels and the completion index."""
+    jobset = jobset_of(kube_api, namespace, name)
+    names = []
+    for index in range(nodes):
+        labels = {
+            "jobset.sigs.k8s.io/jobset-name": name,
+            "jobset.sigs.k8s.io/replicatedjob-name": "node",
+            "jobset.sigs.k8s.io/job-index": "0",
+            "batch.kubernetes.io/job-completion-index": str(index),
+        }
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": f"{name}-node-0-{index}-x{index}q",
+                "labels": labels,
+                "annotations": {"batch.kubernetes.io/job-completion-index": str(index)},
+                "ownerReferences": [
+                    {
+                        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+                        "kind": "JobSet",
+                        "name": name,
+                        "uid": jobset["metadata"]["uid"],
+                    }
+                ],
+            },
+            "spec": {"containers": [{"name": "node", "image": image}]},
+        }
+        created = kube_api.create(f"/api/v1/namespaces/{namespace}/pods", pod)
+        names.append(created["metadata"]["name"])
+        pod_driver.wait_bound((namespace, names[-1]))
+    return names
+
+
+def set_jobset_status(kube_api: KubeApi, namespace: str, name: str, status: dict[str, Any]) -> None:
+    jobset_of(kube_api, namespace, name)
+    kube_api.patch(f"{JOBSETS}/namespaces/{namespace}/jobsets/{name}/status", {"status": status})
+
+
+def jobset_finished(kind: str, reason: str, message: str) -> dict[str, Any]:
+    condition = {
+        "type": kind,
+        "status": "True",
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": "2026-11-27T12:00:00Z",
+    }
+    done = kind == "Completed"
+    jobs = {
+        "name": "node",
+        "ready": 0,
+        "succeeded": int(done),
+        "failed": int(not done),
+        "active": 0,
+        "suspended": 0,
+    }
+    return {"conditions": [condition], "replicatedJobsStatus": [jobs]}
+
+
+@pytest.mark.usefixtures("operator")
+def test_a_trainjob_is_created_until_every_node_runs_then_running_beside_the_v1_jobs(
+    kubetrain: Any, tmp_path: Path, kube_api: KubeApi, namespace: str, pod_driver: PodDriver
+) -> None:
+    submitted(kubetrain, tmp_path, trainjob("llm"))
+    path = tmp_path / "classic.yaml"
+    path.write_text(yaml.safe_dump(pytorch_job("classic")))
+    kubetrain("submit", str(path))
+    first, second = node_pods(kube_api, pod_driver, namespace, "llm", 2)
+    pod_driver.run((namespace, first))
+    listing = kubetrain("get", "trainjobs").stdout.splitlines()
+    assert listing[0].split() == ["NAME", "STATE", "PROGRESS", "ETA", "NODES", "RESTARTS", "AGE"]
+    assert re.match(r"llm\s+Created\s+-\s+-\s+2/2\s+0\s+\d+s", listing[1]), listing
+    pod_driver.run((namespace, second))
+    everything = {line.split()[0]: line.split()[1:4] for line in kubetrain("get").stdout.splitlines()[1:]}
+    assert everything["llm"][:2] == ["TrainJob", "Running"]
+    assert everything["classic"][0] == "PyTorchJob"
+
+
+@pytest.mark.usefixtures("operator")
+def test_wait_for_complete_returns_once_the_jobset_completes(
+    kubetrain: Any, tmp_path: Path, kube_api: KubeApi, namespace: str
+) -> None:
+    submitted(kubetrain, tmp_path, trainjob("done"))
+    waiting = threading.Thread(
+        target=lambda: waited.append(kubetrain("wait", "done", "--for=condition=Complete", "--timeout=60s"))
+    )
+    waited: list[Any] = []
+    waiting.start()
+    set_jobset_status(
+        kube_api,
+        namespace,
+        "done",
+        jobset_finished("Completed", "AllJobsCompleted", "jobset completed successfully"),
+    )
+    waiting.join(70)
+    assert (waited[0].exit_code, waited[0].stdout) == (
+        0,
+        "trainjob.trainer.kubeflow.org/done condition met\n",
+    )
+    text = kubetrain("describe", "trainjob", "done").stdout
+    assert re.search(
+        r"Jobs:\n  NAME +READY +ACTIVE +SUCCEEDED +FAILED +SUSPENDED\n  node +0 +0 +1 +0 +0\n", text
+    )
+    assert re.search(r"Complete +True +AllJobsCompleted +\S+ +jobset completed successfully", text)
+    assert "Runtime:       ClusterTrainingRuntime torch-distributed" in text
+
+
+@pytest.mark.usefixtures("operator")
+def test_a_failed_jobset_fails_the_wait_and_the_sdk_raises_its_message(
+    kubetrain: Any, client: TrainingClient, tmp_path: Path, kube_api: KubeApi, namespace: str
+) -> None:
+    submitted(kubetrain, tmp_path, trainjob("bad"))
+    message = "jobset failed due to one or more job failures"
+    set_jobset_status(kube_api, namespace, "bad", jobset_finished("Failed", "FailedJobs", message))
+    waited = kubetrain("wait", "trainjob/bad", "--for=condition=Complete", "--timeout=30s")
+    assert (waited.exit_code, waited.stderr) == (1, f"error: TrainJob {namespace}/bad failed: {message}\n")
+    with pytest.raises(JobFailedError, match=message):
+        client.wait_for_job_conditions("bad", job_kind="TrainJob", polling_interval=0.2, wait_timeout=10)
+
+
+@pytest.mark.usefixtures("operator")
+def test_the_sdk_reads_a_trainjobs_pods_by_node_and_its_events(
+    client: TrainingClient, kube_api: KubeApi, namespace: str, pod_driver: PodDriver
+) -> None:
+    created = client.create_job(trainjob("pods"))
+    assert isinstance(created, TrainJob)
+    first, second = node_pods(kube_api, pod_driver, namespace, "pods", 2)
+    assert client.get_job_replicas("pods", job_kind="TrainJob") == {first: "node-0", second: "node-1"}
+    assert client.get_job_pod_names("pods", job_kind="TrainJob", replica_index=1) == [second]
+    assert client.get_job_pod_names("pods", job_kind="TrainJob", is_master=True) == [first]
+    assert client.get_job_state("pods", job_kind="TrainJob") == "Created"
+    for pod in (first, second):
+        pod_driver.run((namespace, pod))
+    assert client.is_job_running("pods", job_kind="TrainJob")
+    reasons = {(e.involved, e.reason) for e in client.get_job_events("pods", job_kind="TrainJob")}
+    assert (f"Pod/{first}", "Scheduled") in reasons
+
+
+@pytest.mark.usefixtures("operator")
+def test_a_trainjobs_node_waiting_for_its_image_is_diagnosed(
+    kubetrain: Any, client: TrainingClient, kube_api: KubeApi, namespace: str, pod_driver: PodDriver
+) -> None:
+    client.create_job(trainjob("pull", nodes=1))
+    [pod] = node_pods(kube_api, pod_driver, namespace, "pull", 1, image="example.com/missing:1")
+    pod_driver.wait_for_image(
+        (namespace, pod), "ImagePullBackOff", 'Back-off pulling image "example.com/missing:1"'
+    )
+    [finding] = client.get_job_diagnosis("pull", job_kind="TrainJob")
+    assert finding.reason == "ImagePullFailed"
+    assert "example.com/missing:1" in finding.message
+    assert finding.replicas == ("pull-node-0-0",)
+    assert kubetrain("describe", "trainjob", "pull").stdout.startswith("Diagnosis:\n  ImagePullFailed: ")
+
+
+@pytest.mark.usefixtures("operator")
+def test_a_trainjob_is_suspended_resumed_and_deleted(
+    kubetrain: Any, client: TrainingClient, tmp_path: Path, kube_api: KubeApi, namespace: str
+) -> None:
+    submitted(kubetrain, tmp_path, trainjob("held"))
+    jobset_of(kube_api, namespace, "held")
+    assert kubetrain("suspend", "trainjob", "held").stdout == "trainjob.trainer.kubeflow.org/held suspended\n"
+    assert kubetrain("wait", "held", "--for=condition=Suspended", "--timeout=30s").exit_code == 0
+    assert kube_api.get(f"{TRAINER}/namespaces/{namespace}/trainjobs/held")["spec"]["suspend"] is True
+    client.resume_job("held", job_kind="TrainJob")
+    assert kube_api.get(f"{TRAINER}/namespaces/{namespace}/trainjobs/held")["spec"]["suspend"] is False
+    deleted = kubetrain("delete", "trainjob", "held")
+    assert deleted.stdout == 'trainjob.trainer.kubeflow.org "held" deleted\n'
+    eventually(lambda: not kube_api.exists(f"{TRAINER}/namespaces/{namespace}/trainjobs/held"))
+
+
+@pytest.mark.usefixtures("operator")
+def test_the_cluster_watch_tells_a_trainjobs_nodes_as_its_pods_start(
+    envtest: EnvtestCluster, client: TrainingClient, kube_api: KubeApi, namespace: str, pod_driver: PodDriver
+) -> None:
+    watch = KubernetesBackend(envtest.kubeconfig).watch(None, namespace)
+    events: list[JobWatchEvent] = []
+    reader = threading.Thread(target=lambda: events.extend(watch), daemon=True)
+    reader.start()
+    try:
+        client.create_job(trainjob("watched"))
+        pods = node_pods(kube_api, pod_driver, namespace, "watched", 2)
+        for pod in pods:
+            pod_driver.run((namespace, pod))
+
+        def running() -> JobWatchEvent | None:
+            return next(
+                (
+                    e
+                    for e in reversed(events)
+                    if e.type is WatchEventType.MODIFIED
+                    and (e.job or {}).get("kind") == "TrainJob"
+                    and e.nodes == NodeTally(seen=2, active=2, running=2)
+                ),
+                None,
+            )
+
+        eventually(running)
+    finally:
+        watch.close()
+        reader.join(5)
