@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from playwright.sync_api import Page, expect
 
 from browser_support import Viewer
@@ -170,3 +171,21 @@ def test_a_trainjob_is_suspended_resumed_and_deleted_from_its_page(
     while local_client.list_jobs(all_kinds=True):
         assert time.monotonic() < deadline
         time.sleep(0.2)
+
+
+def test_the_new_job_form_plans_a_trainjobs_nodes_then_runs_it(
+    viewer: Viewer, local_client: TrainingClient
+) -> None:
+    page = viewer.open("#/new")
+    page.fill("#new-yaml", yaml.safe_dump(trainjob("formed", steps=2, pause=0.2), sort_keys=False))
+    page.click("#preview")
+    plan = page.locator("#plan")
+    expect(plan).to_contain_text("TrainJob formed: 2 processes")
+    expect(plan).to_contain_text("formed-node-0-1")
+    expect(plan).to_contain_text("PET_MASTER_ADDR")
+    assert local_client.list_jobs(all_kinds=True) == []  # a preview creates nothing
+    page.click("#create")
+    expect(page.locator("#job-state")).to_have_text("Complete", timeout=60_000)
+    assert [(job.KIND, job.name) for job in local_client.list_jobs(all_kinds=True)] == [
+        ("TrainJob", "formed")
+    ]

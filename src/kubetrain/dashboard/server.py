@@ -552,10 +552,11 @@ class Dashboard:
         return web.json_response({"id": ref.id, "deleted": True})
 
     def _parse_manifest(self, body: Mapping[str, Any], source: Source) -> tuple[Any, str]:
-        """The job of the form's YAML and the namespace it goes to."""
+        """The job of the form's YAML (a v1 job or a TrainJob) and the namespace it goes to."""
         import yaml
 
         from kubetrain.api.manifest import parse_job
+        from kubetrain.local.trainjob import is_trainjob, parse_trainjob
 
         text = body.get("yaml")
         if not isinstance(text, str) or not text.strip():
@@ -566,10 +567,14 @@ class Dashboard:
             raise RequestError(422, f"yaml: not valid YAML: {error}") from None
         if len(documents) != 1 or not isinstance(documents[0], dict):
             raise RequestError(422, f"yaml: expected one job object, got {len(documents)} documents")
-        job = parse_job(documents[0], strict=True)
+        job = (
+            parse_trainjob(documents[0])
+            if is_trainjob(documents[0])
+            else parse_job(documents[0], strict=True)
+        )
         namespace = (
             str(body.get("namespace") or "")
-            or job.metadata.namespace
+            or (documents[0].get("metadata") or {}).get("namespace")
             or source.namespace
             or source.client.namespace
         )
@@ -577,16 +582,22 @@ class Dashboard:
         return job, namespace
 
     async def plan(self, request: web.Request) -> web.Response:
-        """What the job would become (``kubetrain plan``): each pod's (locally, process's) command and env."""
+        """What the job would become (``kubetrain plan``): each pod's (locally, process's) command and env. A
+        TrainJob is planned on its runtime: on a cluster the cluster's, locally a built-in one."""
         body = await self._body(request)
         source = self._source(body.get("source"))
         job, _ = self._parse_manifest(body, source)
+        working_dir = self.working_dir or Path.cwd()
 
         def planned() -> list[dict[str, Any]]:
+            from kubetrain.api.trainer import TrainJob
+
+            if isinstance(job, TrainJob):
+                return self._trainjob_plan(source, job, working_dir)
             if source.client.backend_name == "local":
                 from kubetrain.local.plan import local_plan
 
-                return local_plan(job, self.working_dir or Path.cwd())
+                return local_plan(job, working_dir)
             from kubetrain.kube.plan import kubernetes_plan
 
             return kubernetes_plan(job)
@@ -595,11 +606,23 @@ class Dashboard:
         others = [
             {"kind": d.get("kind"), "name": (d.get("metadata") or {}).get("name")}
             for d in documents
-            if d.get("kind") not in ("Pod", "Job") and "kind" in d
+            if d.get("kind") not in ("Pod", "Job", "JobSet") and "kind" in d
         ]
         return web.json_response(
             {"kind": job.KIND, "name": job.name, "pods": views.plan_preview(documents), "objects": others}
         )
+
+    @staticmethod
+    def _trainjob_plan(source: Source, trainjob: Any, working_dir: Path) -> list[dict[str, Any]]:
+        runtime = source.client.backend.training_runtime(trainjob)
+        if source.client.backend_name == "local":
+            from kubetrain.local.plan import trainjob_plan_for
+            from kubetrain.local.runtime import Runtime
+
+            return trainjob_plan_for(trainjob, runtime, Runtime.PROCESS, working_dir)
+        from kubetrain.kube.plan import trainjob_kubernetes_plan
+
+        return trainjob_kubernetes_plan(trainjob, runtime)
 
     async def create(self, request: web.Request) -> web.Response:
         body = await self._body(request)

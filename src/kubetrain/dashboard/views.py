@@ -253,7 +253,21 @@ def plan_preview(documents: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]
     """``kubetrain plan``'s pods (or local processes) as the page lists them: name, image or command, env."""
     preview = []
     for document in documents:
-        if document.get("kind") == "Pod" or document.get("kind") == "Job":
+        if document.get("kind") == "JobSet":  # a TrainJob's: each replicated job's pod template
+            name = (document.get("metadata") or {}).get("name", "")
+            for job in (document.get("spec") or {}).get("replicatedJobs") or []:
+                template = (((job.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec")
+                for container in (template or {}).get("containers") or []:
+                    preview.append(
+                        {
+                            "name": f"{name}-{job.get('name', '')}",
+                            "container": container.get("name", ""),
+                            "image": container.get("image", ""),
+                            "command": [*(container.get("command") or []), *(container.get("args") or [])],
+                            "env": [_env(e) for e in container.get("env") or []],
+                        }
+                    )
+        elif document.get("kind") == "Pod" or document.get("kind") == "Job":
             pod_spec = document.get("spec") or {}
             if document.get("kind") == "Job":
                 pod_spec = ((pod_spec.get("template") or {}).get("spec")) or {}

@@ -17,6 +17,7 @@ from kubetrain.api.summary import NodeTally
 from kubetrain.dashboard.access import Attributes, OwnCredentials, ReviewedAccess
 from kubetrain.dashboard.server import CSRF_HEADER, Dashboard
 from kubetrain.dashboard.sources import Source
+from kubetrain.frameworks.trainer.builtin import builtin_runtimes
 from kubetrain.sdk.backends.base import JobWatchEvent, WatchEventType
 from kubetrain.sdk.client import TrainingClient
 
@@ -63,6 +64,14 @@ class ScriptedBackend:
 
     def delete(self, kind: Any, namespace: str, name: str, **options: Any) -> None:
         self.calls.append(("delete", (namespace, name)))
+
+    def training_runtime(self, trainjob: Any) -> Any:
+        """The cluster's runtimes: Trainer's built-in ones, as the chart installs them."""
+        return builtin_runtimes()[trainjob.spec.runtime_ref.name]
+
+    def create_trainjob(self, trainjob: Any, runtimes: Any, *, dry_run: bool = False) -> Any:
+        self.calls.append(("create", (trainjob.namespace, trainjob.name)))
+        return trainjob
 
 
 class Reviewer:
@@ -442,3 +451,47 @@ async def test_a_trainjob_is_listed_only_to_who_may_list_trainjobs_in_its_namesp
         Attributes("list", "trainjobs", "team-b", "trainer.kubeflow.org"),
     ) in reviewer.asked
     response.close()
+
+
+TRAINJOB_YAML = """\
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata:
+  name: llm
+spec:
+  runtimeRef:
+    name: deepspeed-distributed
+  trainer:
+    numNodes: 2
+"""
+
+
+async def test_a_trainjobs_plan_shows_its_jobsets_pods_on_the_clusters_runtime_and_no_secret_data(
+    local_view: TestClient[Any, Any],
+) -> None:
+    headers = await csrf_headers(local_view)
+    response = await local_view.post(
+        "/api/plan", json={"yaml": TRAINJOB_YAML, "namespace": "team-a"}, headers=headers
+    )
+    assert response.status == 200, await response.text()
+    plan = await response.json()
+    assert (plan["kind"], plan["name"]) == ("TrainJob", "llm")
+    assert sorted(p["name"] for p in plan["pods"]) == ["llm-launcher", "llm-node"]
+    assert {"kind": "Secret", "name": "llm-mpi-ssh-auth"} in plan["objects"]
+    assert {"kind": "ConfigMap", "name": "llm-runtime-snapshot"} in plan["objects"]
+    launcher = next(p for p in plan["pods"] if p["name"] == "llm-launcher")
+    assert {"name": "OMPI_MCA_orte_default_hostfile", "value": "/etc/mpi/hostfile"} in launcher["env"]
+    assert "PRIVATE KEY" not in json.dumps(plan)
+
+
+async def test_a_trainjob_is_created_from_the_form(
+    local_view: TestClient[Any, Any], backend: ScriptedBackend
+) -> None:
+    listed(backend)
+    headers = await csrf_headers(local_view)
+    response = await local_view.post(
+        "/api/jobs", json={"yaml": TRAINJOB_YAML, "namespace": "team-a"}, headers=headers
+    )
+    assert response.status == 201, await response.text()
+    assert (await response.json())["id"] == "cluster/team-a/trainjobs.v1alpha1/llm"
+    assert backend.calls == [("create", ("team-a", "llm"))]

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from kubetrain.api.jobs import TrainingJob
 from kubetrain.api.progress import ProgressHistory
 from kubetrain.api.summary import NodeTally
-from kubetrain.api.trainer import TrainJob
+from kubetrain.api.trainer import TrainingRuntime, TrainJob
 from kubetrain.engine.diagnosis import Finding
 from kubetrain.sdk.kinds import Job, JobKind
 
@@ -100,6 +100,10 @@ class Backend(Protocol):
         ...
 
     def get(self, kind: JobKind, namespace: str, name: str) -> Job: ...
+
+    def training_runtime(self, trainjob: TrainJob) -> TrainingRuntime:
+        """The runtime a TrainJob names, as it would run on it: the cluster's; locally a built-in one."""
+        ...
 
     def list_jobs(
         self, kind: JobKind | None, namespace: str | None, label_selector: str | None = None

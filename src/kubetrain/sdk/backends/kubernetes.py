@@ -25,7 +25,7 @@ from kubetrain.api.jobs import TrainingJob
 from kubetrain.api.manifest import job_shell, parse_job
 from kubetrain.api.progress import ProgressHistory
 from kubetrain.api.summary import is_trainjob
-from kubetrain.api.trainer import TrainJob
+from kubetrain.api.trainer import TrainingRuntime, TrainJob
 from kubetrain.engine.diagnosis import Finding
 from kubetrain.engine.types import Observation
 from kubetrain.frameworks.jobset_run import JOBSET_NAME_LABEL
@@ -587,6 +587,30 @@ class KubernetesBackend:
                 )
         replicas = with_last_lines(Observation(replicas=tuple(observed)), lines).replicas
         return list(diagnose(job, framework, replicas, now).findings)
+
+    def training_runtime(self, trainjob: TrainJob) -> TrainingRuntime:
+        """The runtime the TrainJob names, as the cluster holds it (what the operator plans it on)."""
+        from lightkube.generic_resource import create_global_resource
+
+        from kubetrain.api.trainer import CLUSTER_TRAINING_RUNTIME, GROUP, VERSION, ClusterTrainingRuntime
+        from kubetrain.engine.trainjob_plan import runtime_key
+
+        _, kind = runtime_key(trainjob)
+        name, namespace = trainjob.spec.runtime_ref.name, trainjob.namespace
+        what = f"Failed to get {kind} {name}"
+        found: Any
+        try:
+            if kind == CLUSTER_TRAINING_RUNTIME:
+                res = create_global_resource(GROUP, VERSION, kind, "clustertrainingruntimes")
+                found = self._call(what, lambda: self.client.get(res, name))
+                return ClusterTrainingRuntime.model_validate(found.to_dict())
+            namespaced = create_namespaced_resource(GROUP, VERSION, kind, "trainingruntimes")
+            found = self._call(what, lambda: self.client.get(namespaced, name, namespace=namespace))
+        except JobNotFoundError:
+            raise JobNotFoundError(
+                f"{kind} {name} not found: the TrainJob's spec.runtimeRef names no runtime of this cluster"
+            ) from None
+        return TrainingRuntime.model_validate(found.to_dict())
 
     def _trainjob_run(self, trainjob: TrainJob) -> TrainingJob | None:
         """The TrainJob's JobSet as the engine reads one (``frameworks.jobset_run``), with the TrainJob's

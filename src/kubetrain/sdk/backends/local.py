@@ -23,7 +23,7 @@ from kubetrain.api.jobs import TrainingJob
 from kubetrain.api.manifest import parse_job
 from kubetrain.api.progress import ProgressHistory
 from kubetrain.api.summary import is_trainjob, read_time
-from kubetrain.api.trainer import TrainJob
+from kubetrain.api.trainer import TrainingRuntime, TrainJob
 from kubetrain.engine.diagnosis import Finding
 from kubetrain.frameworks.registry import framework_for
 from kubetrain.local.runtime import Runtime
@@ -107,6 +107,12 @@ class LocalBackend:
         created = self._job(self._record(directory))
         assert isinstance(created, TrainJob)
         return created
+
+    def training_runtime(self, trainjob: TrainJob) -> TrainingRuntime:
+        """The built-in runtime the TrainJob names (a run started from a file may also name the file's)."""
+        from kubetrain.local.trainjob import resolve_runtime
+
+        return resolve_runtime(trainjob, [])
 
     def _refuse_running(self, name: str) -> None:
         previous = RunDirectory(self.state_dir, name).read()
