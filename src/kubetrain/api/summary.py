@@ -21,8 +21,10 @@ FINISHED = ("Succeeded", "Complete", "Failed")
 
 TRAINER_GROUP = "trainer.kubeflow.org"
 """Kubeflow Trainer v2's API group: its TrainJob has no replica map and no Created/Running conditions."""
-TRAINJOB_FINAL = ("Complete", "Failed", "Suspended")
-"""A TrainJob's conditions that say its state when True (as the Kubeflow SDK reads them)."""
+TRAINJOB_CONDITION_STATES = ("Complete", "Failed", "Suspended", "Stalled")
+"""A TrainJob's conditions that say its state when True, in this order: the Kubeflow SDK's Complete and
+Failed, then Suspended, then kubetrain's Stalled (its progress deadline passed), as a v1 job's STATE shows
+them."""
 NODES = "node"
 """What a TrainJob's training pods are called in a listing (Trainer's ``node`` replicated job)."""
 
@@ -52,10 +54,11 @@ class LiveCounts:
 
 def trainjob_state(true_conditions: tuple[str, ...], nodes: NodeTally | None, num_nodes: int | None) -> str:
     """A TrainJob's state as the Kubeflow SDK (0.5.0, ``TrainerClient.get_job``) decides it: ``Complete`` or
-    ``Failed`` from its conditions, then ``Suspended`` (a state the SDK leaves as Created), else ``Running``
-    once all ``num_nodes`` training nodes are Running or Succeeded, else ``Created``. ``num_nodes`` is
-    ``spec.trainer.numNodes``; when the TrainJob leaves it to its runtime, the nodes its pods show."""
-    for state in TRAINJOB_FINAL:
+    ``Failed`` from its conditions, then ``Suspended`` (a state the SDK leaves as Created) and kubetrain's
+    ``Stalled``, else ``Running`` once all ``num_nodes`` training nodes are Running or Succeeded, else
+    ``Created``. ``num_nodes`` is ``spec.trainer.numNodes``; when the TrainJob leaves it to its runtime, the
+    nodes its pods show."""
+    for state in TRAINJOB_CONDITION_STATES:
         if state in true_conditions:
             return state
     if nodes is None or nodes.seen == 0:

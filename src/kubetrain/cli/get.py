@@ -116,9 +116,9 @@ def get(
     """Show jobs: NAME, STATE, PROGRESS and AGE (the CRDs' printer columns), ETA, REPLICAS (active/desired)
     and RESTARTS; -o wide adds the latest metrics.
 
-    A Kubeflow Trainer TrainJob's STATE is Complete, Failed or Suspended by its conditions, else Running once
-    all its nodes run, else Created (as the Kubeflow SDK says); NODES (REPLICAS among other kinds) counts its
-    active training nodes of spec.trainer.numNodes.
+    A Kubeflow Trainer TrainJob's STATE is Complete, Failed, Suspended or Stalled by its conditions, else
+    Running once all its nodes run, else Created (as the Kubeflow SDK says); NODES (REPLICAS among other kinds)
+    counts its active training nodes of spec.trainer.numNodes.
 
     Example: kubetrain get pytorchjobs -n team-a
 

@@ -185,8 +185,14 @@ def from_jobset(jobset: Mapping[str, Any], trainjob: Mapping[str, Any] | None = 
         limit = job_spec.get("backoffLimit")
         backoff = max(backoff, int(limit) if limit is not None else DEFAULT_BACKOFF_LIMIT)
     metadata = jobset.get("metadata") or {}
+    # The TrainJob's annotations opt the run into kubetrain's rules (a progress deadline), as a v1 job's do.
+    annotations = ((trainjob or {}).get("metadata") or {}).get("annotations") or None
     return JobSetRun(
-        metadata={"name": metadata.get("name"), "namespace": metadata.get("namespace")},
+        metadata={
+            "name": metadata.get("name"),
+            "namespace": metadata.get("namespace"),
+            "annotations": annotations,
+        },
         spec=JobSetRunSpec(
             replicated_jobs=replicated,
             shapes=shapes,

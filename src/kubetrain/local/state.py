@@ -26,7 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from kubetrain.api.summary import NodeTally, is_finished
-from kubetrain.local.trainjob_record import carried_trainjob, event_as_trainjob, node_tally, trainjob_wire
+from kubetrain.local.trainjob_record import (
+    carried_trainjob,
+    event_as_trainjob,
+    finding_as_trainjob,
+    node_tally,
+    trainjob_wire,
+)
 
 STATE_DIR_ENV = "KUBETRAIN_STATE_DIR"
 STATUS_FILE = "status.json"
@@ -126,6 +132,12 @@ class RunRecord:
         if carried_trainjob(self.job) is None:
             return self.events
         return [event_as_trainjob(e, self.name) for e in self.events]
+
+    def shown_findings(self) -> list[dict[str, Any]]:
+        """The run's findings as the job shown (``job_wire``) has them."""
+        if carried_trainjob(self.job) is None:
+            return self.findings
+        return [finding_as_trainjob(f, self.name) for f in self.findings]
 
     def _stopped_condition(self) -> dict[str, str] | None:
         if self.stale:

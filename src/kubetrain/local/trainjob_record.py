@@ -70,6 +70,7 @@ def trainjob_wire(
     ]
     for condition in conditions:
         condition.pop("lastUpdateTime", None)  # a metav1.Condition has none
+        condition["message"] = as_trainjob(str(condition.get("message", "")), str(trainjob_name(trainjob)))
         if condition["type"] == "Suspended":
             suspended = condition.get("status") == "True"
             condition["reason"] = SUSPENDED_REASON if suspended else RESUMED_REASON
@@ -140,5 +141,19 @@ def event_as_trainjob(event: Mapping[str, Any], name: str) -> dict[str, Any]:
     return {
         **event,
         "reason": str(event.get("reason", "")).replace(JOBSET_RUN_KIND, "TrainJob"),
-        "message": str(event.get("message", "")).replace(f"{JOBSET_RUN_KIND} {name}", f"TrainJob {name}"),
+        "message": as_trainjob(str(event.get("message", "")), name),
     }
+
+
+def finding_as_trainjob(finding: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """One of the runner's findings as the TrainJob's: ``JobSetRun <name> has had no progress report ...``."""
+    return {**finding, "message": as_trainjob(str(finding.get("message", "")), name)}
+
+
+def as_trainjob(text: str, name: str) -> str:
+    """The engine names the job it runs, ``JobSetRun <name>``: told of the TrainJob it carries out."""
+    return text.replace(f"{JOBSET_RUN_KIND} {name}", f"TrainJob {name}")
+
+
+def trainjob_name(trainjob: Mapping[str, Any]) -> str:
+    return str((trainjob.get("metadata") or {}).get("name") or "")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -224,6 +225,47 @@ def test_the_sdk_creates_waits_for_and_reads_a_local_trainjob(client: TrainingCl
     }
     client.delete_job("sdk", job_kind="TrainJob")
     assert client.list_jobs(all_kinds=True) == []
+
+
+# Reports once, then stays silent until the file named after it exists, then reports its end.
+SILENT_UNTIL = (
+    "import pathlib, sys, time\n"
+    "from kubetrain.reporting import ProgressReporter\n"
+    "reporter = ProgressReporter()\n"
+    "reporter.report(40, metrics={'loss': 0.7})\n"
+    "reporter.flush()\n"
+    "while not pathlib.Path(sys.argv[1]).exists():\n"
+    "    time.sleep(0.1)\n"
+    "reporter.report(100, metrics={'loss': 0.3})\n"
+    "reporter.close()\n"
+)
+
+
+def test_a_silent_trainjob_past_its_progress_deadline_is_stalled_and_diagnosed(
+    client: TrainingClient, kubetrain: Any, tmp_path: Path
+) -> None:
+    go = tmp_path / "go"
+    job = trainjob("quiet", SILENT_UNTIL, nodes=1)
+    job["spec"]["trainer"]["command"].append(str(go))
+    job["metadata"]["annotations"] = {"kubetrain.dev/progress-deadline-seconds": "2"}
+    client.create_job(job)
+    client.wait_for_job_conditions(
+        "quiet", job_kind="TrainJob", expected_conditions={"Running"}, wait_timeout=60
+    )
+    deadline = time.monotonic() + 60
+    while client.get_job_state("quiet", job_kind="TrainJob") != "Stalled":
+        assert time.monotonic() < deadline, "the TrainJob did not turn Stalled"
+        time.sleep(0.2)
+    [finding] = client.get_job_diagnosis("quiet", job_kind="TrainJob")
+    assert finding.reason == "ProgressDeadlineExceeded"
+    assert finding.message.startswith("TrainJob quiet has had no progress report since")
+    assert finding.replicas == ("quiet-node-0-0",)
+    assert kubetrain("describe", "quiet").stdout.startswith(
+        "Diagnosis:\n  ProgressDeadlineExceeded: TrainJob quiet"
+    )
+    go.touch()
+    client.wait_for_job_conditions("quiet", job_kind="TrainJob", wait_timeout=60, polling_interval=0.2)
+    assert client.get_job_diagnosis("quiet", job_kind="TrainJob") == []
 
 
 def test_the_sdk_reads_a_trainjobs_logs_from_node_0_by_default(client: TrainingClient) -> None:

@@ -85,3 +85,9 @@ def test_a_trainjobs_progress_is_read_from_its_trainer_status() -> None:
     }
     summary = JobSummary.from_wire(trainjob(trainerStatus=reported))
     assert (summary.progress, summary.remaining_seconds) == (40, 90)
+
+
+def test_a_trainjob_past_its_progress_deadline_is_stalled_as_a_v1_job_is() -> None:
+    stalled = [condition("Stalled", message="TrainJob tj has had no progress report since ...")]
+    summary = JobSummary.from_wire(trainjob(conditions=stalled), NodeTally(2, 2, 2))
+    assert (summary.state, summary.message) == ("Stalled", "TrainJob tj has had no progress report since ...")

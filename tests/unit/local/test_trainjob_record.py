@@ -138,3 +138,16 @@ def test_the_runners_events_name_the_trainjob() -> None:
     event = {"type": "Normal", "reason": "JobSetRunSuspended", "message": "JobSetRun tj is suspended."}
     [shown] = record(run(), events=[event]).shown_events()
     assert (shown["reason"], shown["message"]) == ("TrainJobSuspended", "TrainJob tj is suspended.")
+
+
+def test_the_runs_stalled_condition_and_findings_name_the_trainjob() -> None:
+    said = "JobSetRun tj has had no progress report since 12:00"
+    stalled = record(run([condition("Stalled", reason="ProgressDeadlineExceeded", message=said)]))
+    stalled.findings = [{"reason": "ProgressDeadlineExceeded", "message": said, "replicas": ["tj-node-0-0"]}]
+    [shown] = stalled.job_wire()["status"]["conditions"]
+    assert (shown["type"], shown["message"]) == (
+        "Stalled",
+        "TrainJob tj has had no progress report since 12:00",
+    )
+    [finding] = stalled.shown_findings()
+    assert finding["message"] == "TrainJob tj has had no progress report since 12:00"

@@ -377,7 +377,7 @@ class LocalBackend:
                 str(f.get("message", "")),
                 tuple(str(r) for r in f.get("replicas", [])),
             )
-            for f in record.findings
+            for f in record.shown_findings()
         ]
 
 
