@@ -117,8 +117,8 @@ def get(
     and RESTARTS; -o wide adds the latest metrics.
 
     A Kubeflow Trainer TrainJob's STATE is Complete, Failed, Suspended or Stalled by its conditions, else
-    Running once all its nodes run, else Created (as the Kubeflow SDK says); NODES (REPLICAS among other kinds)
-    counts its active training nodes of spec.trainer.numNodes.
+    Running once all its nodes run, else Created (as the Kubeflow SDK says); NODES (REPLICAS among other
+    kinds) counts its active training nodes of spec.trainer.numNodes.
 
     Example: kubetrain get pytorchjobs -n team-a
 

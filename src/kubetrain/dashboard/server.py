@@ -586,8 +586,11 @@ class Dashboard:
         TrainJob is planned on its runtime: on a cluster the cluster's, locally a built-in one."""
         body = await self._body(request)
         source = self._source(body.get("source"))
-        job, _ = self._parse_manifest(body, source)
+        job, namespace = self._parse_manifest(body, source)
         working_dir = self.working_dir or Path.cwd()
+        runtime = views.runtime_attributes(job.to_wire(), namespace)
+        if runtime is not None and source.client.backend_name != "local":
+            await self._require(request, runtime)  # the view reads it with its own account
 
         def planned() -> list[dict[str, Any]]:
             from kubetrain.api.trainer import TrainJob

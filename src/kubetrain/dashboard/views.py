@@ -11,7 +11,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from kubetrain.api.summary import FINISHED, JobSummary, NodeTally, is_trainjob
+from kubetrain.api.summary import FINISHED, TRAINER_GROUP, JobSummary, NodeTally, is_trainjob
+from kubetrain.dashboard.access import Attributes
 from kubetrain.frameworks.labels import REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL
 from kubetrain.sdk import tables
 from kubetrain.sdk.kinds import KINDS, JobKind
@@ -92,6 +93,17 @@ def _suspended(wire: Mapping[str, Any]) -> bool:
         return bool(spec.get("suspend"))
     run_policy = spec.get("runPolicy") or {}
     return bool(run_policy.get("suspend")) if isinstance(run_policy, Mapping) else False
+
+
+def runtime_attributes(wire: Mapping[str, Any], namespace: str) -> Attributes | None:
+    """Reading the runtime a TrainJob names, as a SubjectAccessReview asks it; None for a v1 job."""
+    if not is_trainjob(wire):
+        return None
+    ref = (wire.get("spec") or {}).get("runtimeRef") or {}
+    group = str(ref.get("apiGroup") or TRAINER_GROUP)
+    if (ref.get("kind") or "ClusterTrainingRuntime") == "ClusterTrainingRuntime":
+        return Attributes("get", "clustertrainingruntimes", "", group, str(ref.get("name") or ""))
+    return Attributes("get", "trainingruntimes", namespace, group, str(ref.get("name") or ""))
 
 
 def manifest(wire: Mapping[str, Any]) -> dict[str, Any]:

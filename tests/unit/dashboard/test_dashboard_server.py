@@ -495,3 +495,18 @@ async def test_a_trainjob_is_created_from_the_form(
     assert response.status == 201, await response.text()
     assert (await response.json())["id"] == "cluster/team-a/trainjobs.v1alpha1/llm"
     assert backend.calls == [("create", ("team-a", "llm"))]
+
+
+async def test_a_trainjobs_plan_reads_its_runtime_only_for_who_may_get_it(
+    kubeflow_view: TestClient[Any, Any], reviewer: Reviewer
+) -> None:
+    elsewhere = TRAINJOB_YAML.replace("name: deepspeed-distributed", "name: team\n    kind: TrainingRuntime")
+    headers = await csrf_headers(kubeflow_view, **ALICE)
+    response = await kubeflow_view.post(
+        "/api/plan", json={"yaml": elsewhere, "namespace": "team-b"}, headers=headers
+    )
+    assert response.status == 403
+    assert (await response.json())["error"] == (
+        'forbidden: alice@example.com may not get trainingruntimes.trainer.kubeflow.org "team" '
+        'in namespace "team-b"'
+    )
