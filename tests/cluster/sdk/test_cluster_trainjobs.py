@@ -218,3 +218,51 @@ def test_the_cluster_watch_tells_a_trainjobs_nodes_as_its_pods_start(
     finally:
         watch.close()
         reader.join(5)
+
+
+def v1_only_kubeconfig(envtest: EnvtestCluster, kube_api: KubeApi, namespace: str, tmp_path: Path) -> Path:
+    """A user who may read PyTorchJobs and pods in ``namespace``, and nothing of Kubeflow Trainer's."""
+    accounts = f"/api/v1/namespaces/{namespace}/serviceaccounts"
+    kube_api.create(accounts, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "v1-user"}})
+    rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}"
+    rules = [
+        {"apiGroups": ["kubeflow.org"], "resources": ["pytorchjobs"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+    ]
+    kube_api.create(f"{rbac}/roles", {"metadata": {"name": "v1-user"}, "rules": rules})
+    binding = {
+        "metadata": {"name": "v1-user"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "v1-user"},
+        "subjects": [{"kind": "ServiceAccount", "name": "v1-user", "namespace": namespace}],
+    }
+    kube_api.create(f"{rbac}/rolebindings", binding)
+    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}}
+    token = kube_api.create(f"{accounts}/v1-user/token", request)["status"]["token"]
+    config = yaml.safe_load(envtest.kubeconfig.read_text())
+    config["users"][0]["user"] = {"token": token}
+    path = tmp_path / "v1-user.kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def test_a_user_of_the_v1_kinds_only_still_lists_and_watches_them(
+    envtest: EnvtestCluster, crds: None, kube_api: KubeApi, namespace: str, tmp_path: Path
+) -> None:
+    kube_api.create(f"/apis/kubeflow.org/v1/namespaces/{namespace}/pytorchjobs", pytorch_job("classic"))
+    config = v1_only_kubeconfig(envtest, kube_api, namespace, tmp_path)
+    listing = cli_runner().invoke(app, ["get", "-n", namespace, "--kubeconfig", str(config)])
+    assert listing.exit_code == 0, listing.stderr
+    assert [line.split()[:2] for line in listing.stdout.splitlines()[1:]] == [["classic", "PyTorchJob"]]
+    watch = KubernetesBackend(config).watch(None, namespace)
+    seen: list[JobWatchEvent] = []
+    for event in watch:
+        seen.append(event)
+        if event.type is WatchEventType.SYNCED:
+            break
+    watch.close()
+    assert [(e.type, (e.job or {}).get("kind")) for e in seen] == [
+        (WatchEventType.ADDED, "PyTorchJob"),
+        (WatchEventType.SYNCED, None),
+    ]
+    refused = cli_runner().invoke(app, ["get", "trainjobs", "-n", namespace, "--kubeconfig", str(config)])
+    assert refused.exit_code == 1 and "forbidden" in refused.stderr

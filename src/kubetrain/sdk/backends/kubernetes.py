@@ -252,6 +252,8 @@ class KubernetesBackend:
         labels = _selector(label_selector)
         where = namespace or ALL_NS
         jobs: list[Job] = []
+        refused: list[AccessDeniedError] = []
+        listed = 0
         for each in [kind] if kind is not None else KINDS:
             res = resource(each)
             try:
@@ -264,7 +266,15 @@ class KubernetesBackend:
                 if kind is not None:
                     raise
                 continue  # listing every kind skips the ones this cluster does not serve
+            except AccessDeniedError as error:
+                if kind is not None:
+                    raise
+                refused.append(error)  # a user of some kinds only still lists those
+                continue
+            listed += 1
             jobs += [self._job(o) for o in found]
+        if refused and not listed:
+            raise refused[0]
         return jobs
 
     def patch(self, kind: JobKind, namespace: str, name: str, patch: Mapping[str, Any]) -> Job:

@@ -76,6 +76,8 @@ class _Unavailable:
 @dataclass(frozen=True)
 class _Failed:
     error: Exception
+    source: str = ""
+    """The kind refused (403), when a kind's list or watch was."""
 
 
 _Message = _Listed | _Changed | _Unavailable | _Failed
@@ -178,6 +180,9 @@ class ClusterJobWatch:
         jobset_pods: _JobSetPods | None = _JobSetPods()
         """None: the JobSets' pods are not readable."""
         waiting = {*sources, PODS, *([JOBSET_PODS] if trainjob_sources else [])}
+        forbidden: set[str] = set()
+        """Kinds the user may not list: left out while another kind is watched (a user of the v1 kinds only
+        still sees them); the refusal is raised once every kind is refused."""
         ledger = WatchLedger()
         unavailable = False
 
@@ -202,7 +207,10 @@ class ClusterJobWatch:
                 continue
             events: list[JobWatchEvent | None] = []
             if isinstance(message, _Failed):
-                raise message.error
+                forbidden.add(message.source)
+                if not message.source or forbidden >= set(sources):
+                    raise message.error
+                message = _Listed(message.source, None)
             if isinstance(message, _Unavailable):
                 if not unavailable:
                     unavailable = True
@@ -349,7 +357,7 @@ class ClusterJobWatch:
                 return
             except AccessDeniedError as error:
                 if served_or_none:
-                    self._put(_Failed(error))
+                    self._put(_Failed(error, source))
                 else:
                     self._put(_Listed(source, None))  # pods not readable: restarts unknown, jobs still shown
                 return
@@ -370,7 +378,7 @@ class ClusterJobWatch:
                 continue
             except AccessDeniedError as error:
                 if served_or_none:
-                    self._put(_Failed(error))
+                    self._put(_Failed(error, source))
                 return
             except (TrainingApiError, httpx2.HTTPError, ValueError) as error:
                 if self._stop.is_set():
