@@ -77,7 +77,9 @@ class JobWatch(Protocol):
       yields what changed meanwhile (ADDED, MODIFIED, DELETED of the jobs that went) and SYNCED again. So
       applying the events in order to a map keyed by the job's kind, namespace and name gives exactly the
       backend's jobs at every SYNCED, however long the outage; a MODIFIED may repeat a job unchanged.
-    - What retrying cannot fix (403 Forbidden) is raised from the iteration, as every method raises it.
+    - What retrying cannot fix (403 Forbidden) is raised from the iteration, as every method raises it;
+      watching every kind, a kind the user may not list is left out, and the refusal raised only once every
+      kind is refused (as ``list_jobs`` of every kind does).
     - ``close()``, from any thread, ends the iteration: the consumer's loop stops at once; the backend's own
       connection ends within a minute. A watch is never restarted: make another.
     """
