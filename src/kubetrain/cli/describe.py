@@ -1,5 +1,5 @@
 """``kubetrain describe KIND NAME``: what is wrong with a job now, its spec summary, replicas, pods,
-conditions and recent Events."""
+conditions and recent Events (a TrainJob's runtime, trainer, progress and JobSet jobs)."""
 
 from __future__ import annotations
 
@@ -44,7 +44,12 @@ def describe(
     waiting for resources, a crash loop, an image that cannot be pulled, an OOM kill, workers waiting for
     their master, replicas on different image digests, stalled progress): its cause and fix.
 
+    A TrainJob shows its runtime, trainer, progress and its JobSet's replicated jobs (jobsStatus) instead of
+    the run policy and replicas.
+
     Example: kubetrain describe pytorchjob mnist -n team-a
+
+    Example: kubetrain describe trainjob torch-ddp
 
     Example: kubetrain describe --local pytorchjob/hello
     """
@@ -54,8 +59,9 @@ def describe(
             raise ValueError("name the job: kubetrain describe KIND NAME")
         client = Target(local, state_dir, kubeconfig, context, namespace).client()
         job = find_job(client, kind, job_name)
-        pods = client.get_job_pods(job.name, job.namespace)
         kind_of_job = kind_name(client.kind_of(job))
+        pods = client.get_job_pods(job.name, job.namespace, job_kind=kind_of_job)
         events = client.get_job_events(job.name, job.namespace, kind_of_job)
         findings = client.get_job_diagnosis(job.name, job.namespace, kind_of_job)
-        typer.echo(tables.describe(job, pods, events, datetime.now(UTC), findings))
+        state = client.get_job_state(job.name, job.namespace, kind_of_job)
+        typer.echo(tables.describe(job, pods, events, datetime.now(UTC), findings, state))

@@ -1,10 +1,11 @@
 """``kubetrain get [KIND] [NAME]``: jobs as a table (the CRD's printer columns plus replicas and restarts), or
-as YAML, JSON or names; ``-w`` keeps printing rows as they change."""
+as YAML, JSON or names; ``-w`` keeps printing rows as they change. TrainJobs are listed beside the v1 jobs
+(locally, a TrainJob's run as that TrainJob), their state and nodes read from their pods."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
 from functools import partial
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from kubetrain.api.summary import JobSummary
+from kubetrain.api.summary import JobSummary, LiveCounts
 from kubetrain.cli.jobs import (
     ContextOption,
     KubeconfigOption,
@@ -34,7 +35,7 @@ from kubetrain.sdk.selectors import matches
 
 if TYPE_CHECKING:
     from kubetrain.sdk import TrainingClient
-    from kubetrain.sdk.kinds import JobKind
+    from kubetrain.sdk.kinds import Job, JobKind
 
 WATCH_INTERVAL = 1.0
 
@@ -47,13 +48,14 @@ class Output(StrEnum):
     NAME = "name"
 
 
-Restarts = Callable[[JobSummary], int]
-"""Restarts of a listed job's live replicas."""
+Live = Callable[[Mapping[str, Any]], LiveCounts]
+"""What a listed job's pods show (restarts of its live replicas, a TrainJob's nodes), by its wire form."""
 
 
 def _cluster_jobs(
     client: TrainingClient, kind: JobKind | None, name: str | None, all_namespaces: bool, selector: str | None
-) -> tuple[list[dict[str, Any]], Restarts]:
+) -> tuple[list[dict[str, Any]], Live]:
+    jobs: list[Job]
     if name is not None:
         jobs = [find_job(client, kind, name)]
     else:
@@ -63,21 +65,26 @@ def _cluster_jobs(
             all_namespaces=all_namespaces,
             label_selector=selector,
         )
-    return [job.to_wire() for job in jobs], lambda job: client.get_job_restarts(job.name, job.namespace)
+
+    def live(wire: Mapping[str, Any]) -> LiveCounts:
+        summary = JobSummary.from_wire(wire)
+        return client.get_job_live_counts(summary.name, summary.namespace, summary.kind)
+
+    return [job.to_wire() for job in jobs], live
 
 
 def _local_runs(
     state_dir: Path | None, kind: JobKind | None, selector: str | None
-) -> tuple[list[dict[str, Any]], Restarts]:
+) -> tuple[list[dict[str, Any]], Live]:
     """Every local run, read from its record: no client and no job model (a listing's whole start-up cost
     would otherwise be importing and building them)."""
     records = list_runs(state_dir or default_state_dir())
-    restarts = {record.name: record.restarts for record in records}
+    live = {record.name: LiveCounts(record.restarts, record.nodes) for record in records}
     wires = [record.job_wire() for record in records]
     if kind is not None:
         wires = [w for w in wires if (w.get("kind"), w.get("apiVersion")) == (kind.kind, kind.api_version)]
     wires = [w for w in wires if matches(selector, (w.get("metadata") or {}).get("labels") or {})]
-    return wires, lambda job: restarts.get(job.name, 0)
+    return wires, lambda wire: live.get(JobSummary.from_wire(wire).name, LiveCounts(0))
 
 
 def _print_table(rows: list[tables.JobRow], header: list[str], with_header: bool) -> None:
@@ -109,7 +116,13 @@ def get(
     """Show jobs: NAME, STATE, PROGRESS and AGE (the CRDs' printer columns), ETA, REPLICAS (active/desired)
     and RESTARTS; -o wide adds the latest metrics.
 
+    A Kubeflow Trainer TrainJob's STATE is Complete, Failed, Suspended or Stalled by its conditions, else
+    Running once all its nodes run, else Created (as the Kubeflow SDK says); NODES (REPLICAS among other
+    kinds) counts its active training nodes of spec.trainer.numNodes.
+
     Example: kubetrain get pytorchjobs -n team-a
+
+    Example: kubetrain get trainjobs
 
     Example: kubetrain get --local
 
@@ -117,7 +130,7 @@ def get(
     """
     with reported_errors():
         kind, job_name = split_kind_and_name(kind_or_name, name)
-        listed: Callable[[], tuple[list[dict[str, Any]], Restarts]]
+        listed: Callable[[], tuple[list[dict[str, Any]], Live]]
         if local and job_name is None:
             listed = partial(_local_runs, state_dir, kind, selector)
             where = "local runs"
@@ -125,7 +138,7 @@ def get(
             client = Target(local, state_dir, kubeconfig, context, namespace).client()
             listed = partial(_cluster_jobs, client, kind, job_name, all_namespaces, selector)
             where = "any namespace" if all_namespaces else f"namespace {client.namespace}"
-        wires, restarts = listed()
+        wires, live = listed()
         if output in (Output.YAML, Output.JSON):
             data: object = (
                 wires[0] if job_name is not None else {"apiVersion": "v1", "kind": "List", "items": wires}
@@ -140,8 +153,9 @@ def get(
             all_namespaces=all_namespaces and not local,
             several_kinds=kind is None,
             wide=output is Output.WIDE,
+            nodes=kind is not None and kind.is_trainjob,
         )
-        rows = _rows(wires, restarts)
+        rows = _rows(wires, live)
         if not rows and not watch:
             typer.echo(f"No jobs found in {where}.", err=True)
             return
@@ -167,7 +181,10 @@ def _changed(previous: tables.JobRow, row: tables.JobRow) -> bool:
     )
 
 
-def _rows(wires: list[dict[str, Any]], restarts: Restarts) -> list[tables.JobRow]:
+def _rows(wires: list[dict[str, Any]], live: Live) -> list[tables.JobRow]:
     now = datetime.now(UTC)
-    summaries = [JobSummary.from_wire(wire) for wire in wires]
-    return [tables.job_row(job, restarts(job), now) for job in summaries]
+    rows = []
+    for wire in wires:
+        counts = live(wire)
+        rows.append(tables.job_row(JobSummary.from_wire(wire, counts.nodes), counts.restarts, now))
+    return rows

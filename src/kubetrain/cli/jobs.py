@@ -30,9 +30,8 @@ if TYPE_CHECKING:
     # The client and the kinds import every job model (pydantic): `get --local` lists without them.
     from rich.console import Console
 
-    from kubetrain.api.jobs import TrainingJob
     from kubetrain.sdk import TrainingClient
-    from kubetrain.sdk.kinds import JobKind
+    from kubetrain.sdk.kinds import Job, JobKind
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -110,7 +109,11 @@ def complete_kind(incomplete: str) -> list[str]:
     """Shell completion of KIND: the plural of every kind (what kubectl users type)."""
     from kubetrain.sdk.kinds import KINDS
 
-    return [k.plural for k in KINDS if k.version == "v1" and k.plural.startswith(incomplete.lower())]
+    return [
+        k.plural
+        for k in KINDS
+        if (k.version == "v1" or k.is_trainjob) and k.plural.startswith(incomplete.lower())
+    ]
 
 
 def split_kind_and_name(kind_or_name: str | None, name: str | None) -> tuple[JobKind | None, str | None]:
@@ -133,7 +136,7 @@ def split_kind_and_name(kind_or_name: str | None, name: str | None) -> tuple[Job
         return None, kind_or_name
 
 
-def find_job(client: TrainingClient, kind: JobKind | None, name: str) -> TrainingJob:
+def find_job(client: TrainingClient, kind: JobKind | None, name: str) -> Job:
     """The job ``name`` of ``kind``; without a kind, the one job of that name among every kind."""
     if kind is not None:
         return client.get_job(name, job_kind=kind_name(kind))

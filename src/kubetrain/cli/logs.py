@@ -1,5 +1,6 @@
-"""``kubetrain logs JOB``: every replica's lines prefixed with the replica (``worker-1 | ...``), or one
-replica's as written; ``-f`` follows until the job ends, waiting for replicas that have not started."""
+"""``kubetrain logs JOB``: every replica's lines prefixed with the replica (``worker-1 | ...``, a TrainJob's
+``node-1 | ...``), or one replica's as written; ``-f`` follows until the job ends, waiting for replicas that
+have not started."""
 
 from __future__ import annotations
 
@@ -27,7 +28,9 @@ def logs(
     replica: str | None = typer.Option(
         None, "--replica", "-r", help="One replica, <type>-<index> (e.g. worker-1), printed without prefix."
     ),
-    master: bool = typer.Option(False, "--master", help="Only the master replica (the v1 SDK's default)."),
+    master: bool = typer.Option(
+        False, "--master", help="Only the master replica (the v1 SDK's default; a TrainJob's node-0)."
+    ),
     all_replicas: bool = typer.Option(
         False, "--all", "--all-replicas", help="Every replica, prefixed (the default without --replica)."
     ),
@@ -46,6 +49,8 @@ def logs(
     Example: kubetrain logs mnist -f
 
     Example: kubetrain logs --local hello --replica worker-1 --tail 20
+
+    Example: kubetrain logs trainjob/torch-ddp --replica node-1 -f
     """
     if replica is not None and (master or all_replicas):
         raise typer.BadParameter("choose one of --replica, --master and --all", param_hint="--replica")
@@ -55,13 +60,12 @@ def logs(
         assert job_name is not None
         client = Target(local, state_dir, kubeconfig, context, namespace).client()
         job = find_job(client, kind, job_name)
-        prefix = f"{job.name}-"
-        pods = client.get_job_pod_names(job.name, job.namespace)
+        kind_of_job = kind_name(client.kind_of(job))
+        replicas = client.get_job_replicas(job.name, job.namespace, kind_of_job)
         replica_type = replica_index = None
         if replica is not None:
-            wanted = f"{prefix}{replica}"
-            if pods and wanted not in pods:
-                names = ", ".join(p.removeprefix(prefix) for p in pods)
+            if replicas and replica not in replicas.values():
+                names = ", ".join(sorted(replicas.values(), key=_replica_order))
                 raise ValueError(f"job {job.name} has no replica {replica!r}; it has: {names}")
             replica_type, _, index = replica.rpartition("-")
             replica_index = int(index) if index.isdigit() else None
@@ -69,13 +73,22 @@ def logs(
         lines = client.stream_job_logs(
             job.name,
             job.namespace,
-            kind_name(client.kind_of(job)),
+            kind_of_job,
             is_master=master,
             replica_type=replica_type,
             replica_index=replica_index,
             follow=follow,
             tail_lines=tail,
         )
+        prefix = f"{job.name}-"
         for pod, line in lines:
-            out.write(f"{line}\n" if replica is not None else f"{pod.removeprefix(prefix)} | {line}\n")
+            if replica is None:
+                # Pods that started after the listing above are named as their pod names say.
+                line = f"{replicas.get(pod) or pod.removeprefix(prefix)} | {line}"
+            out.write(f"{line}\n")
             out.flush()
+
+
+def _replica_order(replica: str) -> tuple[str, int]:
+    replica_type, _, index = replica.rpartition("-")
+    return (replica_type, int(index)) if index.isdigit() else (replica, 0)

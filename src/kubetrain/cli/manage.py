@@ -9,7 +9,6 @@ from pathlib import Path
 
 import typer
 
-from kubetrain.api.jobs import TrainingJob
 from kubetrain.cli.jobs import (
     ContextOption,
     KubeconfigOption,
@@ -24,6 +23,7 @@ from kubetrain.cli.jobs import (
     split_kind_and_name,
 )
 from kubetrain.sdk import TrainingClient
+from kubetrain.sdk.kinds import Job
 from kubetrain.sdk.tables import qualified_name
 
 KindArgument = typer.Argument(
@@ -32,7 +32,7 @@ KindArgument = typer.Argument(
 NameArgument = typer.Argument(None, metavar="[NAME]", help="The job's name.")
 
 
-def _job(client_target: Target, kind_or_name: str, name: str | None) -> tuple[TrainingClient, TrainingJob]:
+def _job(client_target: Target, kind_or_name: str, name: str | None) -> tuple[TrainingClient, Job]:
     kind, job_name = split_kind_and_name(kind_or_name, name)
     if job_name is None:
         raise ValueError("name the job: KIND NAME, KIND/NAME or NAME")
@@ -55,9 +55,12 @@ def delete(
     kubeconfig: Path | None = KubeconfigOption,
     context: str | None = ContextOption,
 ) -> None:
-    """Delete a job (its pods and services go with it); locally, stop the run and forget it.
+    """Delete a job (its pods and services go with it; a TrainJob's JobSet too); locally, stop the run and
+    forget it.
 
     Example: kubetrain delete pytorchjob mnist -n team-a
+
+    Example: kubetrain delete trainjob torch-ddp
 
     Example: kubetrain delete --local hello
     """
@@ -77,7 +80,8 @@ def suspend(
     kubeconfig: Path | None = KubeconfigOption,
     context: str | None = ContextOption,
 ) -> None:
-    """Suspend a job (runPolicy.suspend=true): its pods are deleted and it waits until resumed.
+    """Suspend a job (runPolicy.suspend=true; a TrainJob's spec.suspend): its pods are deleted and it waits
+    until resumed.
 
     Example: kubetrain suspend pytorchjob mnist
     """
@@ -96,7 +100,8 @@ def resume(
     kubeconfig: Path | None = KubeconfigOption,
     context: str | None = ContextOption,
 ) -> None:
-    """Resume a suspended job (runPolicy.suspend=false): its pods are created again.
+    """Resume a suspended job (runPolicy.suspend=false; a TrainJob's spec.suspend): its pods are created
+    again.
 
     Example: kubetrain resume pytorchjob mnist
     """

@@ -32,6 +32,9 @@ Conventions, as in kubectl: `-n/--namespace` (default: the context's namespace, 
 `--context`. `KIND` accepts any case and the plural, with or without the group: `pytorchjob`,
 `pytorchjobs`, `PyTorchJob`, `pytorchjob.kubeflow.org`, and the short names `pytorch`, `tf`, `xgboost`,
 `paddle`, `jax`, `mx`, `mpi` (the v2beta1 MPIJob is `mpijob-v2beta1` or `mpijobs.kubeflow.org/v2beta1`).
+Kubeflow Trainer's TrainJob is `trainjob`, `trainjobs` or `trainjob.trainer.kubeflow.org`: every command
+below takes TrainJobs too (locally, a TrainJob's run), with Trainer's states (`Complete`, not `Succeeded`)
+and its nodes as replicas (`node-0`, `node-1`).
 A job may be named `KIND NAME`, `KIND/NAME` or just `NAME` when no other kind has a job of that name.
 
 Exit status: 0 success; 1 the job failed, or the request did (not found, forbidden, no cluster, timed

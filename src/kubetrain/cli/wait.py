@@ -1,5 +1,5 @@
 """``kubetrain wait JOB --for=condition=Succeeded --timeout=10m``: block until a condition holds; a job that
-fails instead exits 1 with the Failed condition's message."""
+fails instead exits 1 with the Failed condition's message. A TrainJob waits for its state (Complete, ...)."""
 
 from __future__ import annotations
 
@@ -54,7 +54,8 @@ def wait(
     for_: str = typer.Option(
         "condition=Succeeded",
         "--for",
-        help="condition=<Created|Running|Restarting|Succeeded|Suspended|Failed>.",
+        help="condition=<Created|Running|Restarting|Succeeded|Suspended|Failed>; a TrainJob's: "
+        "<Created|Running|Complete|Suspended|Failed> (Succeeded means Complete).",
     ),
     timeout: str = typer.Option("30s", "--timeout", help="Give up after this long (30s, 10m, 1h)."),
     namespace: str | None = NamespaceOption,
@@ -66,6 +67,8 @@ def wait(
     """Wait until a job's condition is True. Exit status: 0 met, 1 the job failed or the wait timed out.
 
     Example: kubetrain wait mnist --for=condition=Succeeded --timeout=10m
+
+    Example: kubetrain wait trainjob/torch-ddp --for=condition=Complete --timeout=10m
 
     Example: kubetrain wait --local hello
     """

@@ -34,6 +34,7 @@ from kubetrain.dashboard.access import Access, Attributes, User
 from kubetrain.dashboard.sources import Entry, Source, Subscription
 from kubetrain.dashboard.streams import SECURITY_HEADERS
 from kubetrain.sdk import tables
+from kubetrain.sdk.client import kind_argument as sdk_kind_argument
 from kubetrain.sdk.errors import (
     AccessDeniedError,
     BackendUnavailableError,
@@ -54,14 +55,13 @@ LOG_TAIL_DEFAULT, LOG_TAIL_MAX = 1000, 10_000
 LOG_STREAMS_MAX = 64
 """Log streams open at once, for the whole server: each holds a thread reading the backend."""
 MAX_MANIFEST_BYTES = 256 * 1024
-GROUP = "kubeflow.org"
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 USER: web.RequestKey[User | None] = web.RequestKey("user")
 
 
 def kind_argument(kind: JobKind) -> str:
     """A kind name the SDK resolves to exactly this kind (the v2beta1 MPIJob needs its version)."""
-    return f"{kind.plural}.{kind.group}/{kind.version}"
+    return sdk_kind_argument(kind)
 
 
 class RequestError(Exception):
@@ -115,7 +115,7 @@ class JobRef:
 
     def attributes(self, verb: str, resource: str | None = None, subresource: str = "") -> Attributes:
         if resource is None:
-            return Attributes(verb, self.kind.plural, self.namespace, GROUP, self.name, subresource)
+            return Attributes(verb, self.kind.plural, self.namespace, self.kind.group, self.name, subresource)
         return Attributes(verb, resource, self.namespace, subresource=subresource)
 
 
@@ -248,9 +248,9 @@ class Dashboard:
         if kind is None:
             return False
         namespace = entry.row["namespace"]
-        everywhere = Attributes("list", kind.plural, "", GROUP)
+        everywhere = Attributes("list", kind.plural, "", kind.group)
         return await self.access.allowed(user, everywhere) or await self.access.allowed(
-            user, Attributes("list", kind.plural, namespace, GROUP)
+            user, Attributes("list", kind.plural, namespace, kind.group)
         )
 
     def _ref(self, request: web.Request) -> JobRef:
@@ -430,7 +430,7 @@ class Dashboard:
         return response
 
     def _detail(self, ref: JobRef, entry: Entry) -> dict[str, Any]:
-        return views.job_detail(ref.source.name, entry.wire, entry.restarts, datetime.now(UTC))
+        return views.job_detail(ref.source.name, entry.wire, entry.restarts, datetime.now(UTC), entry.nodes)
 
     # --- one job ------------------------------------------------------------------------------
 
@@ -443,8 +443,16 @@ class Dashboard:
         ref = self._ref(request)
         await self._require(request, ref.attributes("get"), ref.attributes("list", "pods"))
         client = ref.source.client
-        pods = await asyncio.to_thread(client.get_job_pods, ref.name, ref.namespace)
-        return web.json_response(views.pod_rows(pods, ref.name))
+
+        def read() -> list[dict[str, Any]]:
+            kind = kind_argument(ref.kind)
+            pods = client.get_job_pods(ref.name, ref.namespace, job_kind=kind)
+            replicas = (
+                client.get_job_replicas(ref.name, ref.namespace, kind) if ref.kind.is_trainjob else None
+            )
+            return views.pod_rows(pods, ref.name, replicas)
+
+        return web.json_response(await asyncio.to_thread(read))
 
     async def events(self, request: web.Request) -> web.Response:
         ref = self._ref(request)
@@ -482,11 +490,13 @@ class Dashboard:
         client = ref.source.client
 
         def text() -> str:
-            job = client.get_job(ref.name, ref.namespace, kind_argument(ref.kind))
-            pods = client.get_job_pods(ref.name, ref.namespace)
-            events = client.get_job_events(ref.name, ref.namespace, kind_argument(ref.kind))
-            findings = client.get_job_diagnosis(ref.name, ref.namespace, kind_argument(ref.kind))
-            return tables.describe(job, pods, events, datetime.now(UTC), findings)
+            kind = kind_argument(ref.kind)
+            job = client.get_job(ref.name, ref.namespace, kind)
+            pods = client.get_job_pods(ref.name, ref.namespace, job_kind=kind)
+            events = client.get_job_events(ref.name, ref.namespace, kind)
+            findings = client.get_job_diagnosis(ref.name, ref.namespace, kind)
+            state = client.get_job_state(ref.name, ref.namespace, kind)
+            return tables.describe(job, pods, events, datetime.now(UTC), findings, state)
 
         return web.Response(text=await asyncio.to_thread(text), content_type="text/plain")
 
@@ -542,10 +552,11 @@ class Dashboard:
         return web.json_response({"id": ref.id, "deleted": True})
 
     def _parse_manifest(self, body: Mapping[str, Any], source: Source) -> tuple[Any, str]:
-        """The job of the form's YAML and the namespace it goes to."""
+        """The job of the form's YAML (a v1 job or a TrainJob) and the namespace it goes to."""
         import yaml
 
         from kubetrain.api.manifest import parse_job
+        from kubetrain.local.trainjob import is_trainjob, parse_trainjob
 
         text = body.get("yaml")
         if not isinstance(text, str) or not text.strip():
@@ -556,10 +567,14 @@ class Dashboard:
             raise RequestError(422, f"yaml: not valid YAML: {error}") from None
         if len(documents) != 1 or not isinstance(documents[0], dict):
             raise RequestError(422, f"yaml: expected one job object, got {len(documents)} documents")
-        job = parse_job(documents[0], strict=True)
+        job = (
+            parse_trainjob(documents[0])
+            if is_trainjob(documents[0])
+            else parse_job(documents[0], strict=True)
+        )
         namespace = (
             str(body.get("namespace") or "")
-            or job.metadata.namespace
+            or (documents[0].get("metadata") or {}).get("namespace")
             or source.namespace
             or source.client.namespace
         )
@@ -567,16 +582,25 @@ class Dashboard:
         return job, namespace
 
     async def plan(self, request: web.Request) -> web.Response:
-        """What the job would become (``kubetrain plan``): each pod's (locally, process's) command and env."""
+        """What the job would become (``kubetrain plan``): each pod's (locally, process's) command and env. A
+        TrainJob is planned on its runtime: on a cluster the cluster's, locally a built-in one."""
         body = await self._body(request)
         source = self._source(body.get("source"))
-        job, _ = self._parse_manifest(body, source)
+        job, namespace = self._parse_manifest(body, source)
+        working_dir = self.working_dir or Path.cwd()
+        runtime = views.runtime_attributes(job.to_wire(), namespace)
+        if runtime is not None and source.client.backend_name != "local":
+            await self._require(request, runtime)  # the view reads it with its own account
 
         def planned() -> list[dict[str, Any]]:
+            from kubetrain.api.trainer import TrainJob
+
+            if isinstance(job, TrainJob):
+                return self._trainjob_plan(source, job, working_dir)
             if source.client.backend_name == "local":
                 from kubetrain.local.plan import local_plan
 
-                return local_plan(job, self.working_dir or Path.cwd())
+                return local_plan(job, working_dir)
             from kubetrain.kube.plan import kubernetes_plan
 
             return kubernetes_plan(job)
@@ -585,11 +609,23 @@ class Dashboard:
         others = [
             {"kind": d.get("kind"), "name": (d.get("metadata") or {}).get("name")}
             for d in documents
-            if d.get("kind") not in ("Pod", "Job") and "kind" in d
+            if d.get("kind") not in ("Pod", "Job", "JobSet") and "kind" in d
         ]
         return web.json_response(
             {"kind": job.KIND, "name": job.name, "pods": views.plan_preview(documents), "objects": others}
         )
+
+    @staticmethod
+    def _trainjob_plan(source: Source, trainjob: Any, working_dir: Path) -> list[dict[str, Any]]:
+        runtime = source.client.backend.training_runtime(trainjob)
+        if source.client.backend_name == "local":
+            from kubetrain.local.plan import trainjob_plan_for
+            from kubetrain.local.runtime import Runtime
+
+            return trainjob_plan_for(trainjob, runtime, Runtime.PROCESS, working_dir)
+        from kubetrain.kube.plan import trainjob_kubernetes_plan
+
+        return trainjob_kubernetes_plan(trainjob, runtime)
 
     async def create(self, request: web.Request) -> web.Response:
         body = await self._body(request)
@@ -598,7 +634,7 @@ class Dashboard:
         kind = views.kind_of_wire(job.to_wire())
         if kind is None:
             raise RequestError(422, f"kind: {job.KIND} is not a kind this dashboard knows")
-        await self._require(request, Attributes("create", kind.plural, namespace, GROUP))
+        await self._require(request, Attributes("create", kind.plural, namespace, kind.group))
         created = await asyncio.to_thread(source.client.create_job, job, namespace=namespace)
         identity = views.job_id(source.name, namespace, kind, created.name)
         # The answer sends the page to the job's own page: let the watch have it by then.

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from kubetrain.api.summary import NodeTally
 from kubetrain.dashboard import views
 from kubetrain.sdk.backends.base import JobWatchEvent, WatchEventType
 from kubetrain.sdk.errors import TrainingApiError
@@ -40,6 +41,8 @@ class Entry:
     wire: Mapping[str, Any]
     restarts: int | None
     row: dict[str, Any]
+    nodes: NodeTally | None = None
+    """A TrainJob's training nodes, as the watch last told them."""
 
 
 @dataclass(frozen=True)
@@ -161,8 +164,8 @@ class Source:
         if not self.state.reachable and self.state.ready:
             self.state = SourceState(self.name, ready=True, reachable=True, message="")
             self._publish_state()
-        row = views.job_row(self.name, event.job, event.restarts, self.clock())
-        entry = Entry(identity, event.job, event.restarts, row)
+        row = views.job_row(self.name, event.job, event.restarts, self.clock(), event.nodes)
+        entry = Entry(identity, event.job, event.restarts, row, event.nodes)
         self.entries[identity] = entry
         self._publish(Change(entry))
 

@@ -11,7 +11,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from kubetrain.api.summary import FINISHED, JobSummary
+from kubetrain.api.summary import FINISHED, TRAINER_GROUP, JobSummary, NodeTally, is_trainjob
+from kubetrain.dashboard.access import Attributes
 from kubetrain.frameworks.labels import REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL
 from kubetrain.sdk import tables
 from kubetrain.sdk.kinds import KINDS, JobKind
@@ -49,9 +50,16 @@ def _iso(moment: datetime | None) -> str | None:
     return None if moment is None else moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def job_row(source: str, wire: Mapping[str, Any], restarts: int | None, now: datetime) -> dict[str, Any]:
-    """One line of the list, as ``kubetrain get -o wide`` prints it, plus what the page counts with."""
-    summary = JobSummary.from_wire(wire)
+def job_row(
+    source: str,
+    wire: Mapping[str, Any],
+    restarts: int | None,
+    now: datetime,
+    nodes: NodeTally | None = None,
+) -> dict[str, Any]:
+    """One line of the list, as ``kubetrain get -o wide`` prints it, plus what the page counts with.
+    ``nodes``: a TrainJob's training nodes, as its pods show them (its state and REPLICAS depend on them)."""
+    summary = JobSummary.from_wire(wire, nodes)
     kind = kind_of_wire(wire)
     row = tables.job_row(summary, restarts or 0, now)
     suspended = _suspended(wire)
@@ -80,8 +88,22 @@ def job_row(source: str, wire: Mapping[str, Any], restarts: int | None, now: dat
 
 
 def _suspended(wire: Mapping[str, Any]) -> bool:
-    run_policy = (wire.get("spec") or {}).get("runPolicy") or {}
+    spec = wire.get("spec") or {}
+    if is_trainjob(wire):
+        return bool(spec.get("suspend"))
+    run_policy = spec.get("runPolicy") or {}
     return bool(run_policy.get("suspend")) if isinstance(run_policy, Mapping) else False
+
+
+def runtime_attributes(wire: Mapping[str, Any], namespace: str) -> Attributes | None:
+    """Reading the runtime a TrainJob names, as a SubjectAccessReview asks it; None for a v1 job."""
+    if not is_trainjob(wire):
+        return None
+    ref = (wire.get("spec") or {}).get("runtimeRef") or {}
+    group = str(ref.get("apiGroup") or TRAINER_GROUP)
+    if (ref.get("kind") or "ClusterTrainingRuntime") == "ClusterTrainingRuntime":
+        return Attributes("get", "clustertrainingruntimes", "", group, str(ref.get("name") or ""))
+    return Attributes("get", "trainingruntimes", namespace, group, str(ref.get("name") or ""))
 
 
 def manifest(wire: Mapping[str, Any]) -> dict[str, Any]:
@@ -103,9 +125,15 @@ def manifest(wire: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def job_detail(source: str, wire: Mapping[str, Any], restarts: int | None, now: datetime) -> dict[str, Any]:
-    """The job page's live part: its row, conditions in order, replica statuses, the latest report and the
-    manifest. Sent again whenever the job changes."""
+def job_detail(
+    source: str,
+    wire: Mapping[str, Any],
+    restarts: int | None,
+    now: datetime,
+    nodes: NodeTally | None = None,
+) -> dict[str, Any]:
+    """The job page's live part: its row, conditions in order, replica statuses (a TrainJob's runtime and its
+    JobSet's jobs), the latest report and the manifest. Sent again whenever the job changes."""
     status = wire.get("status") or {}
     specs: Mapping[str, Any] = next(
         (v for k, v in (wire.get("spec") or {}).items() if str(k).endswith("ReplicaSpecs")),
@@ -126,8 +154,18 @@ def job_detail(source: str, wire: Mapping[str, Any], restarts: int | None, now: 
                 "image": containers[0].get("image", ""),
             }
         )
+    runtime = (wire.get("spec") or {}).get("runtimeRef") or {} if is_trainjob(wire) else {}
     return {
-        "row": job_row(source, wire, restarts, now),
+        "row": job_row(source, wire, restarts, now, nodes),
+        "runtime": f"{runtime.get('kind') or 'ClusterTrainingRuntime'} {runtime.get('name')}"
+        if runtime
+        else None,
+        "jobs": [
+            {key: job.get(key, 0) for key in ("ready", "active", "succeeded", "failed", "suspended")}
+            | {"name": job.get("name", "")}
+            for job in status.get("jobsStatus") or []
+            if isinstance(job, Mapping)
+        ],
         "conditions": [
             {
                 "type": c.get("type"),
@@ -153,8 +191,11 @@ def manifest_yaml(wire: Mapping[str, Any]) -> str:
     return yaml.safe_dump(manifest(wire), sort_keys=False, default_flow_style=False)
 
 
-def pod_rows(pods: Sequence[Pod], job_name: str) -> list[dict[str, Any]]:
-    """The replicas table: each pod's replica, phase, node, restarts, why it waits and how it last exited."""
+def pod_rows(
+    pods: Sequence[Pod], job_name: str, replicas: Mapping[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """The replicas table: each pod's replica, phase, node, restarts, why it waits and how it last exited.
+    ``replicas``: each pod's replica by name, where its labels do not say it (a TrainJob's ``node-1``)."""
     rows = []
     for pod in pods:
         metadata, status, spec = pod.metadata, pod.status, pod.spec
@@ -168,7 +209,9 @@ def pod_rows(pods: Sequence[Pod], job_name: str) -> list[dict[str, Any]]:
                 if state is not None and state.terminated is not None:
                     exit_codes.append(state.terminated.exitCode)
                     break
-        replica = f"{labels.get(REPLICA_TYPE_LABEL, '')}-{labels.get(REPLICA_INDEX_LABEL, '')}".strip("-")
+        replica = (replicas or {}).get(name) or (
+            f"{labels.get(REPLICA_TYPE_LABEL, '')}-{labels.get(REPLICA_INDEX_LABEL, '')}".strip("-")
+        )
         rows.append(
             {
                 "name": name,
@@ -222,7 +265,21 @@ def plan_preview(documents: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]
     """``kubetrain plan``'s pods (or local processes) as the page lists them: name, image or command, env."""
     preview = []
     for document in documents:
-        if document.get("kind") == "Pod" or document.get("kind") == "Job":
+        if document.get("kind") == "JobSet":  # a TrainJob's: each replicated job's pod template
+            name = (document.get("metadata") or {}).get("name", "")
+            for job in (document.get("spec") or {}).get("replicatedJobs") or []:
+                template = (((job.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec")
+                for container in (template or {}).get("containers") or []:
+                    preview.append(
+                        {
+                            "name": f"{name}-{job.get('name', '')}",
+                            "container": container.get("name", ""),
+                            "image": container.get("image", ""),
+                            "command": [*(container.get("command") or []), *(container.get("args") or [])],
+                            "env": [_env(e) for e in container.get("env") or []],
+                        }
+                    )
+        elif document.get("kind") == "Pod" or document.get("kind") == "Job":
             pod_spec = document.get("spec") or {}
             if document.get("kind") == "Job":
                 pod_spec = ((pod_spec.get("template") or {}).get("spec")) or {}

@@ -34,6 +34,11 @@ from kubetrain.frameworks.trainer.constants import MPI_HOSTFILE_DIR, MPI_HOSTFIL
 
 COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 JOB_INDEX_ANNOTATION = "jobset.sigs.k8s.io/job-index"
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+JOB_INDEX_LABEL = JOB_INDEX_ANNOTATION
+COMPLETION_INDEX_LABEL = COMPLETION_INDEX_ANNOTATION
+"""The labels the JobSet and Job controllers put on every pod of a JobSet (the indexes as annotations too)."""
 DEFAULT_BACKOFF_LIMIT = 6
 """A Job's ``backoffLimit`` when its template sets none (Kubernetes' default)."""
 COMPLETED_REASON = "AllJobsCompleted"
@@ -104,6 +109,34 @@ class JobSetRunFramework(Framework[JobSetRun]):
         """JobSet's pod host name: ``<jobset>-<replicated job>-<job index>-<completion index>``."""
         job_index, completion = divmod(index, _shape(job, replica_type).parallelism)
         return f"{job.name}-{replica_type}-{job_index}-{completion}"
+
+    def replica_labels(self, job: JobSetRun, replica_type: str, index: int) -> dict[str, str]:
+        """kubetrain's replica labels and the ones a JobSet's pod has on a cluster, so that one lookup (the
+        SDK's, ``kubectl -l jobset.sigs.k8s.io/jobset-name=...``) finds a TrainJob's pods in both places."""
+        job_index, completion = divmod(index, _shape(job, replica_type).parallelism)
+        return {
+            **super().replica_labels(job, replica_type, index),
+            JOBSET_NAME_LABEL: job.name,
+            REPLICATED_JOB_LABEL: replica_type,
+            JOB_INDEX_LABEL: str(job_index),
+            COMPLETION_INDEX_LABEL: str(completion),
+        }
+
+    def replica_type_of(self, labels: Mapping[str, str]) -> str | None:
+        """A JobSet pod's replicated job (the cluster's pods carry no kubetrain replica labels)."""
+        return labels.get(REPLICATED_JOB_LABEL) or super().replica_type_of(labels)
+
+    def replica_index_of(self, job: JobSetRun, labels: Mapping[str, str]) -> int | None:
+        """A JobSet pod's replica: ``job index * parallelism + completion index``."""
+        replica_type = labels.get(REPLICATED_JOB_LABEL)
+        if replica_type is None:
+            return super().replica_index_of(job, labels)
+        try:
+            job_index = int(labels.get(JOB_INDEX_LABEL, "0"))
+            completion = int(labels[COMPLETION_INDEX_LABEL])
+        except (KeyError, ValueError):
+            return None
+        return job_index * _shape(job, replica_type).parallelism + completion
 
     def replica_annotations(self, job: JobSetRun, replica_type: str, index: int) -> dict[str, str]:
         job_index, completion = divmod(index, _shape(job, replica_type).parallelism)
@@ -178,15 +211,22 @@ def from_jobset(
         limit = job_spec.get("backoffLimit")
         backoff = max(backoff, int(limit) if limit is not None else DEFAULT_BACKOFF_LIMIT)
     metadata = jobset.get("metadata") or {}
+    # The TrainJob's annotations opt the run into kubetrain's rules (a progress deadline), as a v1 job's do.
+    annotations = ((trainjob or {}).get("metadata") or {}).get("annotations") or None
     return JobSetRun(
-        metadata={"name": metadata.get("name"), "namespace": metadata.get("namespace")},
+        metadata={
+            "name": metadata.get("name"),
+            "namespace": metadata.get("namespace"),
+            "annotations": annotations,
+        },
         spec=JobSetRunSpec(
             replicated_jobs=replicated,
             shapes=shapes,
             success_policy=spec.get("successPolicy"),
             trainjob=dict(trainjob) if trainjob is not None else None,
             mpi=MPIRun(slots=_slots(hostfile)) if hostfile is not None else None,
-            run_policy=RunPolicy(backoff_limit=backoff),
+            # A suspended JobSet (its TrainJob's spec.suspend) holds its pods as a suspended job does.
+            run_policy=RunPolicy(backoff_limit=backoff, suspend=True if spec.get("suspend") else None),
         ),
     )
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from kubetrain.api.jobs import TrainingJob
+from kubetrain.api.trainer import TrainingRuntime, TrainJob
 from kubetrain.engine.admission import admit
 from kubetrain.engine.gang import min_member_of
 from kubetrain.engine.planning import desired_replicas, plan_replica
+from kubetrain.engine.trainjob_plan import plan, snapshot_configmap
 from kubetrain.engine.types import Traits
 from kubetrain.frameworks.addressing import ClusterAddressing
 from kubetrain.frameworks.registry import framework_for
@@ -56,3 +58,10 @@ def kubernetes_plan(
         if framework.per_replica_services:
             objects.append(render_service(job, replica_type, index, framework))
     return objects
+
+
+def trainjob_kubernetes_plan(trainjob: TrainJob, runtime: TrainingRuntime) -> list[dict[str, Any]]:
+    """What the operator applies for a new TrainJob on ``runtime``, in order: the runtime snapshot ConfigMap,
+    then Trainer's objects (the MPI SSH Secret and hostfile, the PodGroup) and the JobSet, whose controller
+    makes the Jobs and pods. An SSH Secret is shown without the key pair generated when it is applied."""
+    return [snapshot_configmap(trainjob, runtime.to_wire()), *plan(trainjob, runtime.spec).objects]

@@ -9,6 +9,9 @@ run finds its own, and its status endpoint's (``<port>``) when it starts.
 With ``--runtime podman`` or ``docker`` it prints one entry per container instead: its image,
 network, DNS aliases and the exact ``run`` command line (a real run fills in its run id and pid, and
 the job network's gateway where the endpoint listens).
+
+A Kubeflow Trainer TrainJob is planned as ``kubetrain run`` runs it (``local.trainjob.prepare``): its
+runtime's JobSet for this machine's addresses, each node a process (or a container) of the JobSet's run.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kubetrain.api.jobs import TrainingJob
+from kubetrain.api.trainer import TrainingRuntime, TrainJob
 from kubetrain.engine.admission import admit
 from kubetrain.engine.planning import desired_replicas, plan_replica
 from kubetrain.engine.types import Traits
@@ -46,6 +50,7 @@ from kubetrain.local.status_access import (
     status_url,
 )
 from kubetrain.local.substrate import RunContext
+from kubetrain.local.trainjob import prepare
 
 TRAITS = Traits(colocated=True)
 CONTAINER_TRAITS = Traits(colocated=False)
@@ -120,3 +125,16 @@ def plan_for(job: TrainingJob, runtime: Runtime, working_dir: Path) -> list[dict
     if runtime is Runtime.PROCESS:
         return local_plan(job, working_dir)
     return container_plan(job, Engine(runtime.value))
+
+
+def trainjob_plan_for(
+    trainjob: TrainJob, training_runtime: TrainingRuntime, runtime: Runtime, working_dir: Path
+) -> list[dict[str, Any]]:
+    """What ``kubetrain run`` starts for a TrainJob on ``training_runtime``: one entry per node's process (or
+    container), planned with the addresses the run would give them."""
+    if runtime is Runtime.PROCESS:
+        planned = prepare(trainjob, training_runtime, lambda job, keys: allocate_addressing(keys), TRAITS)
+        assert isinstance(planned.addressing, LocalAddressing)
+        return local_plan(planned.run, working_dir, ports=planned.addressing.ports)
+    planned = prepare(trainjob, training_runtime, lambda job, keys: ClusterAddressing(), CONTAINER_TRAITS)
+    return container_plan(planned.run, Engine(runtime.value))

@@ -25,7 +25,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kubetrain.api.summary import is_finished
+from kubetrain.api.summary import NodeTally, is_finished
+from kubetrain.local.trainjob_record import (
+    carried_trainjob,
+    event_as_trainjob,
+    finding_as_trainjob,
+    node_tally,
+    trainjob_wire,
+)
 
 STATE_DIR_ENV = "KUBETRAIN_STATE_DIR"
 STATUS_FILE = "status.json"
@@ -100,7 +107,8 @@ class RunRecord:
 
     def job_wire(self) -> dict[str, Any]:
         """The job as listings and the SDK show it: created when its runner started (no API server stamps a
-        local run), and Failed when the run ended without a result, so that waiting on it ends."""
+        local run), and Failed when the run ended without a result, so that waiting on it ends. A TrainJob's
+        run shows as that TrainJob (``local.trainjob_record``), not as the JobSet run carrying it out."""
         job = dict(self.job)
         metadata = dict(job.get("metadata") or {})
         if not metadata.get("creationTimestamp"):
@@ -111,7 +119,25 @@ class RunRecord:
             status = dict(job.get("status") or {})
             status["conditions"] = [*(status.get("conditions") or []), stopped]
             job["status"] = status
-        return job
+        trainjob = carried_trainjob(job)
+        return job if trainjob is None else trainjob_wire(job, trainjob, self.replicas)
+
+    @property
+    def nodes(self) -> NodeTally | None:
+        """A TrainJob run's training nodes (None for a v1 job's run)."""
+        return None if carried_trainjob(self.job) is None else node_tally(self.job, self.replicas)
+
+    def shown_events(self) -> list[dict[str, Any]]:
+        """The run's events as the job shown (``job_wire``) has them."""
+        if carried_trainjob(self.job) is None:
+            return self.events
+        return [event_as_trainjob(e, self.name) for e in self.events]
+
+    def shown_findings(self) -> list[dict[str, Any]]:
+        """The run's findings as the job shown (``job_wire``) has them."""
+        if carried_trainjob(self.job) is None:
+            return self.findings
+        return [finding_as_trainjob(f, self.name) for f in self.findings]
 
     def _stopped_condition(self) -> dict[str, str] | None:
         if self.stale:

@@ -9,19 +9,21 @@ type) and RESTARTS added, as ``kubectl get pytorchjobs`` users expect to read th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from kubetrain.api.summary import JobSummary
+from kubetrain.api.summary import NODES, JobSummary
 
 if TYPE_CHECKING:
     # Only for the annotations: lightkube's import pulls in its HTTP client, the job models pydantic, and
     # `get` lists jobs from their wire form without either.
     from lightkube.resources.core_v1 import Pod
 
+    from kubetrain.api.common import JobCondition
     from kubetrain.api.jobs import TrainingJob
+    from kubetrain.api.trainer import Condition, Trainer, TrainJob
     from kubetrain.engine.diagnosis import Finding
     from kubetrain.sdk.backends.base import JobEvent
 
@@ -64,8 +66,15 @@ def metrics(job: JobSummary) -> str:
 
 
 def replicas(job: JobSummary) -> str:
-    """``Master 1/1 Worker 2/3``: active of desired replicas per type, in the spec's order."""
+    """``Master 1/1 Worker 2/3``: active of desired replicas per type, in the spec's order (a TrainJob's
+    training nodes: ``node 2/2``)."""
     return " ".join(f"{r.replica_type} {r.active}/{r.desired}" for r in job.replicas)
+
+
+def nodes(job: JobSummary) -> str:
+    """``2/2``: a TrainJob's active training nodes of its ``numNodes``; ``-`` when neither is known yet."""
+    found = next((r for r in job.replicas if r.replica_type == NODES), None)
+    return UNKNOWN if found is None else f"{found.active}/{found.desired}"
 
 
 def restarts(job: JobSummary, live_restarts: int) -> int:
@@ -73,7 +82,7 @@ def restarts(job: JobSummary, live_restarts: int) -> int:
     return live_restarts + job.replaced_restarts
 
 
-def qualified_name(job: TrainingJob | JobSummary) -> str:
+def qualified_name(job: TrainingJob | TrainJob | JobSummary) -> str:
     """``-o name``: ``pytorchjob.kubeflow.org/<name>``."""
     kind, api_version = (
         (job.kind, job.api_version) if isinstance(job, JobSummary) else (job.KIND, job.API_VERSION)
@@ -95,6 +104,7 @@ class JobRow:
     message: str
     created: str
     metrics: str
+    nodes: str = UNKNOWN
 
 
 def job_row(job: JobSummary, live_restarts: int, now: datetime) -> JobRow:
@@ -112,11 +122,13 @@ def job_row(job: JobSummary, live_restarts: int, now: datetime) -> JobRow:
         message=job.message,
         created=created.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if created else "",
         metrics=metrics(job),
+        nodes=nodes(job),
     )
 
 
-def columns(*, all_namespaces: bool, several_kinds: bool, wide: bool) -> list[str]:
-    names = ["NAME", "STATE", "PROGRESS", "ETA", "REPLICAS", "RESTARTS", "AGE"]
+def columns(*, all_namespaces: bool, several_kinds: bool, wide: bool, nodes: bool = False) -> list[str]:
+    """``nodes``: TrainJobs only, whose REPLICAS are their training nodes (NODES)."""
+    names = ["NAME", "STATE", "PROGRESS", "ETA", "NODES" if nodes else "REPLICAS", "RESTARTS", "AGE"]
     if several_kinds:
         names.insert(1, "KIND")
     if all_namespaces:
@@ -135,6 +147,7 @@ def cells(row: JobRow, names: Sequence[str]) -> list[str]:
         "PROGRESS": row.progress,
         "ETA": row.eta,
         "REPLICAS": row.replicas,
+        "NODES": row.nodes,
         "RESTARTS": str(row.restarts),
         "AGE": row.age,
         "CREATED": row.created,
@@ -154,14 +167,20 @@ def plain_table(header: Sequence[str], rows: Sequence[Sequence[str]], indent: st
 
 
 def describe(
-    job: TrainingJob,
+    job: TrainingJob | TrainJob,
     pods: Sequence[Pod],
     events: Sequence[JobEvent],
     now: datetime,
     findings: Sequence[Finding] = (),
+    state: str | None = None,
 ) -> str:
     """``kubectl describe``-style text: what is wrong now (when anything is), summary, run policy, replicas,
-    pods, conditions, events."""
+    pods, conditions, events. A TrainJob's: its runtime, trainer, progress and its JobSet's jobs instead of
+    the run policy and replicas; ``state`` is its state (``get_job_state``)."""
+    from kubetrain.api.trainer import TrainJob  # pydantic: not for the listings this module serves
+
+    if isinstance(job, TrainJob):
+        return describe_trainjob(job, pods, events, now, findings, state)
     policy = job.run_policy
     created = job.metadata.creation_timestamp
     state = str(job.status.conditions[-1].type) if job.status.conditions else ""
@@ -198,42 +217,147 @@ def describe(
         )
     header = ["TYPE", "DESIRED", "ACTIVE", "SUCCEEDED", "FAILED", "RESTART POLICY", "IMAGE"]
     lines.append(plain_table(header, replica_rows, "  "))
-    lines.append("Pods:")
-    if pods:
-        pod_rows = [
-            [
-                pod.metadata.name or "" if pod.metadata else "",
-                (pod.status.phase or "") if pod.status else "",
-                str(sum(s.restartCount for s in (pod.status.containerStatuses or []))) if pod.status else "0",
-                (pod.spec.nodeName or "") if pod.spec else "",
-            ]
-            for pod in pods
-        ]
-        lines.append(plain_table(["NAME", "PHASE", "RESTARTS", "NODE"], pod_rows, "  "))
-    else:
-        lines.append("  <none>")
-    lines.append("Conditions:")
-    if job.status.conditions:
-        condition_rows = [
-            [
-                str(c.type),
-                str(c.status),
-                c.reason or "",
-                age(c.last_transition_time, now),
-                c.message or "",
-            ]
-            for c in job.status.conditions
-        ]
-        lines.append(plain_table(["TYPE", "STATUS", "REASON", "AGE", "MESSAGE"], condition_rows, "  "))
-    else:
-        lines.append("  <none>")
-    lines.append("Events:")
-    if events:
-        event_rows = [[e.type, e.reason, age(e.last_seen, now), e.involved, e.message] for e in events[-20:]]
-        lines.append(plain_table(["TYPE", "REASON", "AGE", "OBJECT", "MESSAGE"], event_rows, "  "))
-    else:
-        lines.append("  <none>")
+    lines += _pods(pods)
+    lines += _conditions(job.status.conditions, now)
+    lines += _events(events, now)
     return "\n".join(lines)
+
+
+def describe_trainjob(
+    job: TrainJob,
+    pods: Sequence[Pod],
+    events: Sequence[JobEvent],
+    now: datetime,
+    findings: Sequence[Finding] = (),
+    state: str | None = None,
+) -> str:
+    """A TrainJob as ``describe`` shows it: what is wrong now, its runtime and trainer, its progress, its
+    JobSet's replicated jobs (``jobsStatus``, counted in Jobs), pods by node, conditions and events."""
+    from kubetrain.sdk import trainjobs
+
+    spec, status = job.spec, job.status
+    created = job.metadata.creation_timestamp
+    ref = spec.runtime_ref
+    trainer = spec.trainer
+    lines = diagnosis(findings)
+    lines += [
+        f"Name:          {job.name}",
+        f"Namespace:     {job.namespace}",
+        f"Kind:          {job.KIND} ({job.API_VERSION})",
+        f"Created:       {created.isoformat() if created else '<unknown>'} ({age(created, now)} ago)",
+        f"State:         {state or trainjobs.state(job, None)}",
+        f"Labels:        {_pairs(job.metadata.labels)}",
+        f"Runtime:       {ref.kind or 'ClusterTrainingRuntime'} {ref.name}",
+        "Trainer:",
+        f"  Image:                    {_or_runtime(trainer.image if trainer else None)}",
+        f"  Command:                  {_or_runtime(_words(trainer.command if trainer else None))}",
+        f"  Args:                     {_or_runtime(_words(trainer.args if trainer else None))}",
+        f"  Nodes:                    {_or_runtime(trainer.num_nodes if trainer else None)}",
+        f"  Processes per Node:       {_or_runtime(trainer.num_proc_per_node if trainer else None)}",
+        f"  Resources per Node:       {_or_runtime(_resources(trainer) if trainer else None)}",
+    ]
+    if spec.initializer is not None:
+        lines.append("Initializer:")
+        for step, source in (("Dataset", spec.initializer.dataset), ("Model", spec.initializer.model)):
+            if source is not None:
+                lines.append(f"  {step + ':':<25} {_or_runtime(source.storage_uri)}")
+    lines += [
+        f"Suspend:                    {bool(spec.suspend)}",
+        f"Active Deadline Seconds:    {_or_none(spec.active_deadline_seconds)}",
+        f"Managed By:                 {spec.managed_by or '<default>'}",
+        f"Runtime Patches:            {', '.join(p.manager for p in spec.runtime_patches or []) or '<none>'}",
+    ]
+    lines += _progress(job, now)
+    lines.append("Jobs:")
+    if status.jobs_status:
+        job_rows = [
+            [j.name, str(j.ready), str(j.active), str(j.succeeded), str(j.failed), str(j.suspended)]
+            for j in status.jobs_status
+        ]
+        header = ["NAME", "READY", "ACTIVE", "SUCCEEDED", "FAILED", "SUSPENDED"]
+        lines.append(plain_table(header, job_rows, "  "))
+    else:
+        lines.append("  <none>")
+    replicas = trainjobs.replicas(
+        trainjobs.PodSeen(
+            (pod.metadata.name if pod.metadata else None) or "",
+            (pod.metadata.labels if pod.metadata else None) or {},
+            "",
+        )
+        for pod in pods
+    )
+    lines += _pods(pods, {name: trainjobs.replica_name(r) for name, r in replicas.items()})
+    lines += _conditions(status.conditions or [], now)
+    lines += _events(events, now)
+    return "\n".join(lines)
+
+
+def _progress(job: TrainJob, now: datetime) -> list[str]:
+    reported = job.status.trainer_status
+    if reported is None:
+        return ["Progress:      <none reported>"]
+    summary = JobSummary.from_wire(job.to_wire())
+    return [
+        "Progress:",
+        f"  Progress:                 {progress(summary)}",
+        f"  ETA:                      {eta(summary, now)}",
+        f"  Metrics:                  {metrics(summary)}",
+        f"  Last Report:              {age(summary.reported_at, now)} ago",
+    ]
+
+
+def _pods(pods: Sequence[Pod], replicas: Mapping[str, str] | None = None) -> list[str]:
+    lines = ["Pods:"]
+    if not pods:
+        return [*lines, "  <none>"]
+    rows = []
+    for pod in pods:
+        name = (pod.metadata.name or "") if pod.metadata else ""
+        row = [
+            name,
+            (pod.status.phase or "") if pod.status else "",
+            str(sum(s.restartCount for s in (pod.status.containerStatuses or []))) if pod.status else "0",
+            (pod.spec.nodeName or "") if pod.spec else "",
+        ]
+        rows.append(row if replicas is None else [row[0], replicas.get(name, ""), *row[1:]])
+    header = ["NAME", "PHASE", "RESTARTS", "NODE"]
+    return [*lines, plain_table(header if replicas is None else ["NAME", "REPLICA", *header[1:]], rows, "  ")]
+
+
+def _conditions(conditions: Sequence[JobCondition | Condition], now: datetime) -> list[str]:
+    if not conditions:
+        return ["Conditions:", "  <none>"]
+    rows = [
+        [str(c.type), str(c.status), c.reason or "", age(c.last_transition_time, now), c.message or ""]
+        for c in conditions
+    ]
+    return ["Conditions:", plain_table(["TYPE", "STATUS", "REASON", "AGE", "MESSAGE"], rows, "  ")]
+
+
+def _events(events: Sequence[JobEvent], now: datetime) -> list[str]:
+    if not events:
+        return ["Events:", "  <none>"]
+    rows = [[e.type, e.reason, age(e.last_seen, now), e.involved, e.message] for e in events[-20:]]
+    return ["Events:", plain_table(["TYPE", "REASON", "AGE", "OBJECT", "MESSAGE"], rows, "  ")]
+
+
+def _or_runtime(value: object) -> str:
+    return "<runtime's>" if value is None or value == "" else str(value)
+
+
+def _words(values: Sequence[str] | None) -> str | None:
+    return None if values is None else " ".join(values)
+
+
+def _resources(trainer: Trainer) -> str | None:
+    resources = trainer.resources_per_node
+    if not resources:
+        return None
+    return ", ".join(
+        f"{kind} {','.join(f'{k}={v}' for k, v in sorted((amounts or {}).items()))}"
+        for kind, amounts in resources.items()
+        if isinstance(amounts, Mapping)
+    )
 
 
 def diagnosis(findings: Sequence[Finding]) -> list[str]:

@@ -29,6 +29,7 @@ from operator_support import (
     wait_pods,
 )
 
+from kubetrain.api.jobs import TrainingJob
 from kubetrain.envtest.kubeapi import ApiError, KubeApi, KubeObject
 from kubetrain.envtest.pytest_plugin import EnvtestCluster
 from kubetrain.sdk import TrainingClient
@@ -217,5 +218,6 @@ def test_a_job_stored_with_an_unreadable_spec_is_still_listed_with_its_failure(
         _invalid_spec(kube_api, namespace, "bad")
     client = TrainingClient(config_file=str(envtest.kubeconfig), namespace=namespace)
     [listed] = client.list_jobs()
+    assert isinstance(listed, TrainingJob)
     assert listed.name == "bad"
     assert listed.status.conditions[-1].reason == "InvalidSpec"

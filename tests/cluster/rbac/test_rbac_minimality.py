@@ -667,7 +667,56 @@ def dashboard_requests(cluster: Cluster) -> list[AuditEvent]:
                 done = client.post(f"{job}/{action}", headers=writes)
                 assert done.status_code == 200, done.text
             assert client.delete(job, headers=writes).status_code == 200
+        a_trainjob_viewed(api, driver, client, writes)
     return cluster.requests_of("kubetrain-dashboard")
+
+
+def a_trainjob_viewed(api: KubeApi, driver: PodDriver, client: httpx.Client, writes: dict[str, str]) -> None:
+    """A Kubeflow Trainer TrainJob through the view: planned on a cluster runtime and on a namespaced one
+    (whether or not they exist, the view asks for them), created, its page (its JobSet read for the
+    diagnosis), a node's log, its stream, suspended, resumed and deleted."""
+    name = "viewed-trainjob"
+
+    def body(runtime: dict[str, str]) -> str:
+        trainjob = {
+            "apiVersion": "trainer.kubeflow.org/v1alpha1",
+            "kind": "TrainJob",
+            "metadata": {"name": name, "namespace": JOBS},
+            "spec": {"runtimeRef": runtime, "trainer": {"numNodes": 1, "image": "example.com/trainer:1"}},
+        }
+        return yaml.safe_dump(trainjob)
+
+    for runtime in ({"name": "torch-distributed"}, {"name": "team", "kind": "TrainingRuntime"}):
+        planned = client.post("api/plan", json={"source": "cluster", "yaml": body(runtime)}, headers=writes)
+        assert planned.status_code != 403, planned.text
+    created = client.post(
+        "api/jobs", json={"source": "cluster", "yaml": body({"name": "torch-distributed"})}, headers=writes
+    )
+    assert created.status_code == 201, created.text
+    job = f"api/jobs/cluster/{JOBS}/trainjobs.v1alpha1/{name}"
+    eventually(lambda: client.get(job).status_code == 200, 30, f"{name}'s page")
+    for page in ("pods", "events", "history", "diagnosis", "describe"):
+        assert client.get(f"{job}/{page}").status_code != 403, page
+    labels = {
+        "jobset.sigs.k8s.io/jobset-name": name,
+        "jobset.sigs.k8s.io/replicatedjob-name": "node",
+        "jobset.sigs.k8s.io/job-index": "0",
+        "batch.kubernetes.io/job-completion-index": "0",
+    }
+    pod_name = f"{name}-node-0-0-abcde"
+    pod = {
+        "metadata": {"name": pod_name, "labels": labels},
+        "spec": {"containers": [{"name": "node", "image": "example.com/trainer:1"}]},
+    }
+    api.create(f"/api/v1/namespaces/{JOBS}/pods", pod)
+    driver.run((JOBS, pod_name))
+    logs = client.get(f"{job}/logs", params={"replica": "node-0"})
+    assert logs.status_code != 403, logs.text
+    first_event(client, f"{job}/stream")
+    for action in ("suspend", "resume"):
+        done = client.post(f"{job}/{action}", headers=writes)
+        assert done.status_code == 200, done.text
+    assert client.delete(job, headers=writes).status_code == 200
 
 
 def a_running_replica(api: KubeApi, driver: PodDriver, job: str, replica_type: str) -> None:

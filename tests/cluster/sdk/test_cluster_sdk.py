@@ -36,9 +36,11 @@ def client(envtest: EnvtestCluster, namespace: str, operator: None) -> TrainingC
 
 
 def wait(client: TrainingClient, name: str, condition: str) -> TrainingJob:
-    return client.wait_for_job_conditions(
+    job = client.wait_for_job_conditions(
         name, expected_conditions={condition}, polling_interval=0.2, wait_timeout=30
     )
+    assert isinstance(job, TrainingJob)
+    return job
 
 
 def wait_pods(client: TrainingClient, name: str, count: int) -> list[str]:

@@ -56,9 +56,11 @@ SLEEP = "import time; time.sleep(600)"
 
 def wait(client: TrainingClient, name: str, *expected: str) -> TrainingJob:
     conditions = set(expected or ("Succeeded",))
-    return client.wait_for_job_conditions(
+    job = client.wait_for_job_conditions(
         name, expected_conditions=conditions, wait_timeout=60, polling_interval=0.1
     )
+    assert isinstance(job, TrainingJob)
+    return job
 
 
 def train_with_parameters(parameters: dict[str, float]) -> None:

@@ -13,9 +13,11 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
+from kubetrain.api.summary import NodeTally
 from kubetrain.dashboard.access import Attributes, OwnCredentials, ReviewedAccess
 from kubetrain.dashboard.server import CSRF_HEADER, Dashboard
 from kubetrain.dashboard.sources import Source
+from kubetrain.frameworks.trainer.builtin import builtin_runtimes
 from kubetrain.sdk.backends.base import JobWatchEvent, WatchEventType
 from kubetrain.sdk.client import TrainingClient
 
@@ -62,6 +64,14 @@ class ScriptedBackend:
 
     def delete(self, kind: Any, namespace: str, name: str, **options: Any) -> None:
         self.calls.append(("delete", (namespace, name)))
+
+    def training_runtime(self, trainjob: Any) -> Any:
+        """The cluster's runtimes: Trainer's built-in ones, as the chart installs them."""
+        return builtin_runtimes()[trainjob.spec.runtime_ref.name]
+
+    def create_trainjob(self, trainjob: Any, runtimes: Any, *, dry_run: bool = False) -> Any:
+        self.calls.append(("create", (trainjob.namespace, trainjob.name)))
+        return trainjob
 
 
 class Reviewer:
@@ -366,3 +376,137 @@ async def test_a_review_is_asked_once_per_question_within_the_ttl(
             await kubeflow_view.get("/api/jobs/cluster/team-a/pytorchjobs.v1/mine", headers=ALICE)
         ).status == 200
     assert len(reviewer.asked) == 1
+
+
+# --- Kubeflow Trainer's TrainJobs, beside the v1 jobs ----------------------------------------------------
+
+
+def trainjob(name: str, namespace: str = "team-a", suspend: bool = False, **status: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": name, "namespace": namespace, "creationTimestamp": "2026-11-01T00:00:00Z"},
+        "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"numNodes": 2}, "suspend": suspend},
+        "status": status,
+    }
+
+
+async def test_a_trainjob_is_listed_beside_the_v1_jobs_its_state_from_its_nodes(
+    local_view: TestClient[Any, Any], backend: ScriptedBackend
+) -> None:
+    listed(backend, wire("v1"), trainjob("tj"))
+    await asyncio.sleep(0.2)
+    response = await local_view.get("/api/stream")
+    events = sse(response)
+    _, snapshot = await anext(events)
+    assert {row["id"]: row["state"] for row in snapshot["jobs"]} == {
+        "cluster/team-a/pytorchjobs.v1/v1": "Created",
+        "cluster/team-a/trainjobs.v1alpha1/tj": "Created",
+    }
+    running = NodeTally(seen=2, active=2, running=2)
+    backend.scripted.events.put(JobWatchEvent(WatchEventType.MODIFIED, trainjob("tj"), 0, nodes=running))
+    _, changes = await anext(events)
+    [row] = changes["upserts"]
+    assert (row["kind"], row["state"], row["replicas"]) == ("TrainJob", "Running", "node 2/2")
+    response.close()
+
+
+async def test_a_trainjobs_page_shows_its_runtime_and_its_jobsets_jobs(
+    local_view: TestClient[Any, Any], backend: ScriptedBackend
+) -> None:
+    jobs = [{"name": "node", "ready": 1, "active": 1, "succeeded": 0, "failed": 0, "suspended": 0}]
+    listed(backend, trainjob("tj", jobsStatus=jobs))
+    await asyncio.sleep(0.2)
+    detail = await (await local_view.get("/api/jobs/cluster/team-a/trainjobs.v1alpha1/tj")).json()
+    assert detail["runtime"] == "ClusterTrainingRuntime torch-distributed"
+    assert detail["jobs"] == jobs
+
+
+async def test_a_suspended_trainjob_is_shown_suspended_and_resumed_through_its_spec(
+    local_view: TestClient[Any, Any], backend: ScriptedBackend
+) -> None:
+    held = [
+        {"type": "Suspended", "status": "True", "reason": "Suspended", "message": "TrainJob is suspended"}
+    ]
+    listed(backend, trainjob("tj", suspend=True, conditions=held))
+    await asyncio.sleep(0.2)
+    row = (await (await local_view.get("/api/jobs/cluster/team-a/trainjobs.v1alpha1/tj")).json())["row"]
+    assert (row["state"], row["suspended"]) == ("Suspended", True)
+    headers = await csrf_headers(local_view)
+    response = await local_view.post("/api/jobs/cluster/team-a/trainjobs.v1alpha1/tj/resume", headers=headers)
+    assert response.status == 200
+    assert backend.calls == [("patch", ("team-a", "tj", {"spec": {"suspend": False}}))]
+
+
+async def test_a_trainjob_is_listed_only_to_who_may_list_trainjobs_in_its_namespace(
+    kubeflow_view: TestClient[Any, Any], backend: ScriptedBackend, reviewer: Reviewer
+) -> None:
+    listed(backend, trainjob("mine", "team-a"), trainjob("theirs", "team-b"))
+    await asyncio.sleep(0.2)
+    response = await kubeflow_view.get("/api/stream", headers=ALICE)
+    _, snapshot = await anext(sse(response))
+    assert [row["name"] for row in snapshot["jobs"]] == ["mine"]
+    assert (
+        "alice@example.com",
+        Attributes("list", "trainjobs", "team-b", "trainer.kubeflow.org"),
+    ) in reviewer.asked
+    response.close()
+
+
+TRAINJOB_YAML = """\
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata:
+  name: llm
+spec:
+  runtimeRef:
+    name: deepspeed-distributed
+  trainer:
+    numNodes: 2
+"""
+
+
+async def test_a_trainjobs_plan_shows_its_jobsets_pods_on_the_clusters_runtime_and_no_secret_data(
+    local_view: TestClient[Any, Any],
+) -> None:
+    headers = await csrf_headers(local_view)
+    response = await local_view.post(
+        "/api/plan", json={"yaml": TRAINJOB_YAML, "namespace": "team-a"}, headers=headers
+    )
+    assert response.status == 200, await response.text()
+    plan = await response.json()
+    assert (plan["kind"], plan["name"]) == ("TrainJob", "llm")
+    assert sorted(p["name"] for p in plan["pods"]) == ["llm-launcher", "llm-node"]
+    assert {"kind": "Secret", "name": "llm-mpi-ssh-auth"} in plan["objects"]
+    assert {"kind": "ConfigMap", "name": "llm-runtime-snapshot"} in plan["objects"]
+    launcher = next(p for p in plan["pods"] if p["name"] == "llm-launcher")
+    assert {"name": "OMPI_MCA_orte_default_hostfile", "value": "/etc/mpi/hostfile"} in launcher["env"]
+    assert "PRIVATE KEY" not in json.dumps(plan)
+
+
+async def test_a_trainjob_is_created_from_the_form(
+    local_view: TestClient[Any, Any], backend: ScriptedBackend
+) -> None:
+    listed(backend)
+    headers = await csrf_headers(local_view)
+    response = await local_view.post(
+        "/api/jobs", json={"yaml": TRAINJOB_YAML, "namespace": "team-a"}, headers=headers
+    )
+    assert response.status == 201, await response.text()
+    assert (await response.json())["id"] == "cluster/team-a/trainjobs.v1alpha1/llm"
+    assert backend.calls == [("create", ("team-a", "llm"))]
+
+
+async def test_a_trainjobs_plan_reads_its_runtime_only_for_who_may_get_it(
+    kubeflow_view: TestClient[Any, Any], reviewer: Reviewer
+) -> None:
+    elsewhere = TRAINJOB_YAML.replace("name: deepspeed-distributed", "name: team\n    kind: TrainingRuntime")
+    headers = await csrf_headers(kubeflow_view, **ALICE)
+    response = await kubeflow_view.post(
+        "/api/plan", json={"yaml": elsewhere, "namespace": "team-b"}, headers=headers
+    )
+    assert response.status == 403
+    assert (await response.json())["error"] == (
+        'forbidden: alice@example.com may not get trainingruntimes.trainer.kubeflow.org "team" '
+        'in namespace "team-b"'
+    )

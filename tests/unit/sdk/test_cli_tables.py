@@ -13,7 +13,8 @@ from lightkube.resources.core_v1 import Pod
 from builders import job
 from kubetrain.api.common import JobCondition, JobStatus, ReplicaStatus
 from kubetrain.api.jobs import TrainingJob
-from kubetrain.api.summary import JobSummary
+from kubetrain.api.summary import JobSummary, NodeTally
+from kubetrain.api.trainer import TrainJob
 from kubetrain.engine.diagnosis import Finding
 from kubetrain.sdk import tables
 from kubetrain.sdk.backends.base import JobEvent
@@ -153,3 +154,95 @@ def test_describe_starts_with_the_diagnosis_one_line_per_finding() -> None:
 
 def test_describe_of_a_job_with_nothing_wrong_has_no_diagnosis_section() -> None:
     assert tables.describe(running_job(), [], [], NOW, []).startswith("Name:")
+
+
+# --- Kubeflow Trainer's TrainJob ------------------------------------------------------------------------
+
+
+def a_trainjob() -> TrainJob:
+    return TrainJob.model_validate(
+        {
+            "apiVersion": "trainer.kubeflow.org/v1alpha1",
+            "kind": "TrainJob",
+            "metadata": {"name": "llm", "namespace": "team", "creationTimestamp": "2026-01-01T11:55:00Z"},
+            "spec": {
+                "runtimeRef": {"name": "torch-distributed"},
+                "trainer": {
+                    "image": "trainer:1",
+                    "command": ["torchrun", "train.py"],
+                    "numNodes": 2,
+                    "resourcesPerNode": {"limits": {"cpu": "4", "nvidia.com/gpu": "1"}},
+                },
+            },
+            "status": {
+                "conditions": [
+                    {
+                        "type": "Complete",
+                        "status": "True",
+                        "reason": "AllJobsCompleted",
+                        "message": "jobset completed successfully",
+                        "lastTransitionTime": "2026-01-01T11:59:00Z",
+                    }
+                ],
+                "jobsStatus": [{"name": "node", "ready": 0, "active": 0, "succeeded": 1, "failed": 0}],
+                "trainerStatus": {
+                    "progressPercentage": 100,
+                    "estimatedRemainingSeconds": 0,
+                    "metrics": [{"name": "loss", "value": "0.12"}],
+                    "lastUpdatedTime": "2026-01-01T11:59:00Z",
+                },
+            },
+        }
+    )
+
+
+def jobset_pod(name: str, completion: int) -> Pod:
+    labels = {
+        "jobset.sigs.k8s.io/jobset-name": "llm",
+        "jobset.sigs.k8s.io/replicatedjob-name": "node",
+        "jobset.sigs.k8s.io/job-index": "0",
+        "batch.kubernetes.io/job-completion-index": str(completion),
+    }
+    return Pod(metadata=ObjectMeta(name=name, labels=labels), status=PodStatus(phase="Succeeded"))
+
+
+def test_trainjobs_alone_are_listed_with_nodes_for_replicas() -> None:
+    assert tables.columns(all_namespaces=False, several_kinds=False, wide=False, nodes=True) == [
+        "NAME",
+        "STATE",
+        "PROGRESS",
+        "ETA",
+        "NODES",
+        "RESTARTS",
+        "AGE",
+    ]
+
+
+def test_a_trainjobs_nodes_cell_is_its_active_nodes_of_its_num_nodes() -> None:
+    summary = JobSummary.from_wire(a_trainjob().to_wire(), NodeTally(seen=2, active=1, running=1))
+    row = tables.job_row(summary, 0, NOW)
+    assert (row.state, row.nodes, row.replicas) == ("Complete", "1/2", "node 1/2")
+
+
+def test_describe_of_a_trainjob_shows_its_runtime_trainer_progress_and_jobset_jobs() -> None:
+    pods = [jobset_pod("llm-node-0-1-ab12c", 1), jobset_pod("llm-node-0-0-xy34z", 0)]
+    text = tables.describe(a_trainjob(), pods, [], NOW, state="Complete")
+    for line in (
+        "Kind:          TrainJob (trainer.kubeflow.org/v1alpha1)",
+        "State:         Complete",
+        "Runtime:       ClusterTrainingRuntime torch-distributed",
+        "  Image:                    trainer:1",
+        "  Command:                  torchrun train.py",
+        "  Nodes:                    2",
+        "  Processes per Node:       <runtime's>",
+        "  Resources per Node:       limits cpu=4,nvidia.com/gpu=1",
+        "  Progress:                 100%",
+        "  Metrics:                  loss=0.12",
+    ):
+        assert line in text.splitlines(), line
+    assert re.search(
+        r"Jobs:\n  NAME +READY +ACTIVE +SUCCEEDED +FAILED +SUSPENDED\n  node +0 +0 +1 +0 +0\n", text
+    )
+    assert re.search(r"llm-node-0-1-ab12c +node-1 +Succeeded", text)
+    assert re.search(r"Complete +True +AllJobsCompleted +60s +jobset completed successfully", text)
+    assert "Run Policy" not in text

@@ -14,7 +14,8 @@ from typing import Any
 import psutil
 import pytest
 
-from kubetrain.local.state import RunDirectory, RunRecord
+from kubetrain.api.summary import NodeTally
+from kubetrain.local.state import ReplicaRecord, RunDirectory, RunRecord
 from kubetrain.sdk.backends.base import JobWatchEvent, WatchEventType
 from kubetrain.sdk.backends.local import LocalBackend
 from kubetrain.sdk.backends.local_watch import POLL, LocalJobWatch
@@ -83,6 +84,16 @@ def test_a_change_of_restarts_alone_is_a_modification() -> None:
     ledger.resync([Listed(wire("a"), "1", 0)])
     [event] = ledger.resync([Listed(wire("a"), "1", 2)])
     assert (event.type, event.restarts) == (MODIFIED, 2)
+
+
+def test_a_change_of_a_trainjobs_nodes_alone_is_a_modification() -> None:
+    ledger = WatchLedger()
+    ledger.resync([Listed(wire("a", kind="TrainJob"), "1", 0, NodeTally(2, 2, 1))])
+    [event] = ledger.resync([Listed(wire("a", kind="TrainJob"), "1", 0, NodeTally(2, 2, 2))])
+    assert (event.type, event.nodes) == (MODIFIED, NodeTally(2, 2, 2))
+    assert ledger.with_pods(("kubeflow.org/v1/TrainJob", "default", "a"), 0, NodeTally(2, 2, 2)) is None
+    changed = ledger.with_pods(("kubeflow.org/v1/TrainJob", "default", "a"), 1, NodeTally(2, 1, 1))
+    assert changed is not None and (changed.restarts, changed.nodes) == (1, NodeTally(2, 1, 1))
 
 
 # --- the local backend's watch ---------------------------------------------------------------------
@@ -223,6 +234,26 @@ def test_a_local_watch_of_one_kind_shows_only_that_kind(tmp_path: Path) -> None:
     collector.wait_for(SYNCED)
     collector.watch.close()
     assert names(collector.events) == [("ADDED", "tf"), ("SYNCED", "")]
+
+
+def test_a_local_trainjob_run_is_watched_as_its_trainjob_with_its_nodes(tmp_path: Path) -> None:
+    trainjob = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "tj"},
+        "spec": {"runtimeRef": {"name": "torch-distributed"}},
+    }
+    run = wire("tj", kind="JobSetRun")
+    run["apiVersion"] = "kubetrain.dev/v1alpha1"
+    run["spec"] = {"trainjob": trainjob, "replicatedJobs": {"node": {"replicas": 1}}}
+    pid, started = me()
+    node = ReplicaRecord("node-0", "node", 0, None, "Running", 0, None, [], "")
+    RunDirectory(tmp_path, "tj").write(RunRecord(run, [node], runner_pid=pid, runner_started_at=started))
+    collector = Collector(LocalBackend(tmp_path), kind="trainjob")
+    added = collector.wait_for(ADDED, "tj")
+    collector.watch.close()
+    assert added.job is not None and added.job["kind"] == "TrainJob"
+    assert added.nodes == NodeTally(seen=1, active=1, running=1)
 
 
 def test_a_closed_local_watch_ends_its_iteration(collected: tuple[Path, Collector]) -> None:

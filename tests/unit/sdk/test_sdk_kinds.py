@@ -40,3 +40,27 @@ def test_an_unknown_kind_is_a_value_error_listing_the_known_kinds() -> None:
 def test_plural_and_group_come_from_the_model() -> None:
     kind = resolve_kind("xgboostjob")
     assert (kind.plural, kind.group, kind.version) == ("xgboostjobs", "kubeflow.org", "v1")
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "trainjob",
+        "trainjobs",
+        "TrainJob",
+        "trainjob.trainer.kubeflow.org",
+        "trainjobs.trainer.kubeflow.org/v1alpha1",
+    ],
+)
+def test_every_spelling_of_trainjob_means_kubeflow_trainers_trainjob(name: str) -> None:
+    kind = resolve_kind(name)
+    assert (kind.kind, kind.api_version, kind.is_trainjob) == (
+        "TrainJob",
+        "trainer.kubeflow.org/v1alpha1",
+        True,
+    )
+
+
+def test_a_trainjob_has_no_framework_to_scale_it_by() -> None:
+    with pytest.raises(ValueError, match="TrainJob has no framework: its runtime says how it trains"):
+        _ = resolve_kind("trainjob").v1_framework

@@ -14,7 +14,7 @@ from kubetrain.engine.reconciler import reconcile
 from kubetrain.engine.trainjob_plan import plan
 from kubetrain.engine.types import CreateReplica, Observation, ObservedReplica, Phase, Traits
 from kubetrain.frameworks.addressing import LocalAddressing
-from kubetrain.frameworks.jobset_run import from_jobset
+from kubetrain.frameworks.jobset_run import JobSetRunFramework, from_jobset
 from kubetrain.local.trainjob import prepare
 
 NOW = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
@@ -92,3 +92,36 @@ def test_a_local_trainjob_gets_the_substrates_addresses_in_its_env() -> None:
     env = {e["name"]: e.get("value") for e in template["spec"]["containers"][0]["env"]}
     assert (env["PET_MASTER_ADDR"], env["PET_MASTER_PORT"]) == ("127.0.0.1", "40000")
     assert prepared.run.spec.trainjob is not None and prepared.run.spec.trainjob["kind"] == "TrainJob"
+
+
+def test_a_jobset_run_carries_its_trainjobs_annotations_so_its_opt_ins_apply() -> None:
+    jobset = {"metadata": {"name": "tj"}, "spec": {"replicatedJobs": [], "suspend": True}}
+    trainjob = {"metadata": {"name": "tj", "annotations": {"kubetrain.dev/progress-deadline-seconds": "60"}}}
+    run = from_jobset(jobset, trainjob)
+    assert run.metadata.annotations == {"kubetrain.dev/progress-deadline-seconds": "60"}
+    assert run.run_policy.suspend is True
+
+
+def test_a_jobset_runs_replicas_carry_a_jobsets_pod_labels_and_are_read_back_from_them() -> None:
+    jobset = {
+        "metadata": {"name": "tj"},
+        "spec": {
+            "replicatedJobs": [
+                {"name": "node", "replicas": 2, "template": {"spec": {"parallelism": 3, "template": {}}}}
+            ]
+        },
+    }
+    run = from_jobset(jobset)
+    framework = JobSetRunFramework()
+    labels = framework.replica_labels(run, "node", 4)
+    assert {k: v for k, v in labels.items() if "jobset" in k or "batch" in k} == {
+        "jobset.sigs.k8s.io/jobset-name": "tj",
+        "jobset.sigs.k8s.io/replicatedjob-name": "node",
+        "jobset.sigs.k8s.io/job-index": "1",
+        "batch.kubernetes.io/job-completion-index": "1",
+    }
+    cluster_pod = {k: v for k, v in labels.items() if k.startswith(("jobset.", "batch."))}
+    assert (framework.replica_type_of(cluster_pod), framework.replica_index_of(run, cluster_pod)) == (
+        "node",
+        4,
+    )

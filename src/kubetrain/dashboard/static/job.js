@@ -1,5 +1,6 @@
 // One job: its state and diagnosis, progress and metric curves, conditions, replicas, events, logs, manifest
-// and the describe text; suspend, resume and delete. Live from the job's own stream.
+// and the describe text; suspend, resume and delete. Live from the job's own stream. A TrainJob shows its
+// runtime and its JobSet's jobs too.
 import * as api from "./api.js";
 import { lineChart } from "./chart.js";
 import { age, clock, eta, h, stateClass } from "./format.js";
@@ -19,6 +20,7 @@ export function showJob(main, id) {
   const diagnosis = h("section", { id: "diagnosis", "aria-live": "polite" });
   const progress = h("section", { id: "progress", "aria-labelledby": "progress-title" });
   const conditions = h("section", { id: "conditions", "aria-labelledby": "conditions-title" });
+  const jobs = h("section", { id: "jobset-jobs", "aria-labelledby": "jobset-jobs-title" });
   const replicas = h("section", { id: "replicas", "aria-labelledby": "replicas-title" });
   const tabs = tabbed([
     ["logs", "Logs", logsPanel()],
@@ -29,7 +31,7 @@ export function showJob(main, id) {
   const status = h("p", { id: "job-status", class: "muted", role: "status" });
   main.replaceChildren(
     h("p", {}, h("a", { href: "#/" }, "← All jobs")),
-    header, status, diagnosis, progress, conditions, replicas, tabs.element,
+    header, status, diagnosis, progress, conditions, jobs, replicas, tabs.element,
   );
 
   // --- live state ----------------------------------------------------------------------------
@@ -41,10 +43,11 @@ export function showJob(main, id) {
       renderHeader();
       renderProgress();
       renderConditions();
+      renderJobs();
       renderManifest();
       // Pods, events and the diagnosis are read when the job's visible state moved, not on every report.
       const row = data.row;
-      const signature = JSON.stringify([row.suspended, row.restarts, data.replicaTypes,
+      const signature = JSON.stringify([row.suspended, row.restarts, row.replicas, data.replicaTypes, data.jobs,
         data.conditions.map((c) => [c.type, c.status, c.reason])]);
       if (signature !== lastSignature) {
         lastSignature = signature;
@@ -102,9 +105,11 @@ export function showJob(main, id) {
     const remove = h("button", { type: "button", id: "delete", class: "danger", onclick: () => act("delete") }, "Delete");
     suspend.hidden = row.suspended || row.finished;
     resume.hidden = !row.suspended;
+    const runtime = detail.runtime ? ` · runtime ${detail.runtime}` : "";
     header.replaceChildren(
       h("h1", {}, row.name, " ", h("span", { class: stateClass(row.state), id: "job-state" }, row.state)),
-      h("p", { class: "muted" }, `${row.kind} · namespace ${row.namespace} · ${row.source} · created ${age(row.created)} ago`),
+      h("p", { class: "muted", id: "job-summary" },
+        `${row.kind}${runtime} · namespace ${row.namespace} · ${row.source} · created ${age(row.created)} ago`),
       h("div", { class: "actions" }, suspend, resume, remove),
     );
     if (row.message) header.append(h("p", { class: "message" }, row.message));
@@ -148,6 +153,20 @@ export function showJob(main, id) {
     conditions.replaceChildren(
       h("h2", { id: "conditions-title" }, "Conditions"),
       items.length ? h("ol", { class: "timeline" }, items) : h("p", { class: "muted" }, "None yet."),
+    );
+  }
+
+  // A TrainJob's JobSet: each replicated job, counted in Jobs (jobsStatus), as `kubetrain describe` shows it.
+  function renderJobs() {
+    jobs.hidden = !detail.runtime;
+    if (!detail.runtime) return;
+    jobs.replaceChildren(
+      h("h2", { id: "jobset-jobs-title" }, "Jobs"),
+      h("p", { class: "muted small" }, `Training nodes: ${detail.row.replicas || "-"}`),
+      table(["Replicated job", "Ready", "Active", "Succeeded", "Failed", "Suspended"],
+        detail.jobs.map((j) => [j.name, String(j.ready), String(j.active), String(j.succeeded), String(j.failed),
+          String(j.suspended)]),
+        "jobset-jobs-table", "No JobSet jobs yet."),
     );
   }
 

@@ -8,7 +8,7 @@ import contextlib
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
@@ -19,12 +19,16 @@ from lightkube.generic_resource import GenericNamespacedResource, create_namespa
 from lightkube.resources.core_v1 import ConfigMap, Event, Pod
 from lightkube.types import CascadeType, PatchType
 
+from kubetrain.api.common import ConditionType
 from kubetrain.api.errors import InvalidJobError
 from kubetrain.api.jobs import TrainingJob
 from kubetrain.api.manifest import job_shell, parse_job
 from kubetrain.api.progress import ProgressHistory
+from kubetrain.api.summary import is_trainjob
+from kubetrain.api.trainer import TrainingRuntime, TrainJob
 from kubetrain.engine.diagnosis import Finding
 from kubetrain.engine.types import Observation
+from kubetrain.frameworks.jobset_run import JOBSET_NAME_LABEL
 from kubetrain.frameworks.labels import JOB_NAME_LABEL
 from kubetrain.kube.status.history_config_map import history_config_map_name, read_history
 from kubetrain.sdk.backends.base import JobEvent, LogLine
@@ -36,7 +40,7 @@ from kubetrain.sdk.errors import (
     TrainingApiError,
     UnsupportedOperationError,
 )
-from kubetrain.sdk.kinds import KINDS, JobKind, kind_of
+from kubetrain.sdk.kinds import KINDS, Job, JobKind, kind_of
 from kubetrain.sdk.selectors import Operator, parse_selector
 
 if TYPE_CHECKING:
@@ -184,8 +188,10 @@ class KubernetesBackend:
             "(kubetrain manifests crds | kubectl apply -f -)"
         )
 
-    def _job(self, obj: Any) -> TrainingJob:
+    def _job(self, obj: Any) -> Job:
         wire = obj.to_dict() if hasattr(obj, "to_dict") else obj
+        if is_trainjob(wire):
+            return TrainJob.model_validate(wire)
         try:
             return parse_job(wire)
         except InvalidJobError:
@@ -196,6 +202,20 @@ class KubernetesBackend:
     # --- jobs ----------------------------------------------------------------------------------
 
     def create(self, job: TrainingJob, *, dry_run: bool = False) -> TrainingJob:
+        created = self._create(job, dry_run)
+        assert isinstance(created, TrainingJob)
+        return created
+
+    def create_trainjob(
+        self, trainjob: TrainJob, runtimes: Sequence[Mapping[str, Any]], *, dry_run: bool = False
+    ) -> TrainJob:
+        """The API server checks it (the CRD's schema and rules) and the operator plans it on the cluster's
+        runtime; ``runtimes`` are for local runs only."""
+        created = self._create(trainjob, dry_run)
+        assert isinstance(created, TrainJob)
+        return created
+
+    def _create(self, job: Job, dry_run: bool) -> Job:
         kind = kind_of(job)
         wire = job.to_wire()
         wire.pop("status", None)
@@ -208,7 +228,7 @@ class KubernetesBackend:
         )
         return self._job(created)
 
-    def get(self, kind: JobKind, namespace: str, name: str) -> TrainingJob:
+    def get(self, kind: JobKind, namespace: str, name: str) -> Job:
         what = f"Failed to get {kind}: {namespace}/{name}"
         res = resource(kind)
         try:
@@ -228,10 +248,12 @@ class KubernetesBackend:
 
     def list_jobs(
         self, kind: JobKind | None, namespace: str | None, label_selector: str | None = None
-    ) -> list[TrainingJob]:
+    ) -> list[Job]:
         labels = _selector(label_selector)
         where = namespace or ALL_NS
-        jobs: list[TrainingJob] = []
+        jobs: list[Job] = []
+        refused: list[AccessDeniedError] = []
+        listed = 0
         for each in [kind] if kind is not None else KINDS:
             res = resource(each)
             try:
@@ -244,10 +266,18 @@ class KubernetesBackend:
                 if kind is not None:
                     raise
                 continue  # listing every kind skips the ones this cluster does not serve
+            except AccessDeniedError as error:
+                if kind is not None:
+                    raise
+                refused.append(error)  # a user of some kinds only still lists those
+                continue
+            listed += 1
             jobs += [self._job(o) for o in found]
+        if refused and not listed:
+            raise refused[0]
         return jobs
 
-    def patch(self, kind: JobKind, namespace: str, name: str, patch: Mapping[str, Any]) -> TrainingJob:
+    def patch(self, kind: JobKind, namespace: str, name: str, patch: Mapping[str, Any]) -> Job:
         res = resource(kind)
         patched = self._call(
             f"Failed to update {kind}: {namespace}/{name}",
@@ -258,8 +288,8 @@ class KubernetesBackend:
         )
         return self._job(patched)
 
-    def scale(self, kind: JobKind, namespace: str, name: str, replicas: int) -> TrainingJob:
-        if kind.framework.scale_replica_type is None:
+    def scale(self, kind: JobKind, namespace: str, name: str, replicas: int) -> Job:
+        if kind.v1_framework.scale_replica_type is None:
             raise ValueError(f"{kind} has no scale subresource; change its replicas with update_job")
         res = resource(kind)
         self._call(
@@ -393,15 +423,17 @@ class KubernetesBackend:
         container: str | None,
         follow: bool,
         tail_lines: int | None,
+        containers: Mapping[str, str] | None = None,
     ) -> Iterator[LogLine]:
+        chosen = {pod: (containers or {}).get(pod, container) for pod in pods}
         if not follow:
             for pod in pods:
                 if self._phase(namespace, pod) == "Pending":
                     continue  # as upstream: a pod that has not started has no logs yet
-                for line in self._pod_log(namespace, pod, container, False, tail_lines):
+                for line in self._pod_log(namespace, pod, chosen[pod], False, tail_lines):
                     yield LogLine(pod, line)
             return
-        yield from self._follow(namespace, pods, container, tail_lines)
+        yield from self._follow(namespace, chosen, tail_lines)
 
     def _phase(self, namespace: str, pod: str) -> str:
         _decoding_ready(Pod)
@@ -438,7 +470,7 @@ class KubernetesBackend:
             ) from None
 
     def _follow(
-        self, namespace: str, pods: list[str], container: str | None, tail_lines: int | None
+        self, namespace: str, pods: Mapping[str, str | None], tail_lines: int | None
     ) -> Iterator[LogLine]:
         """Every pod's stream at once: one thread per pod waits for it to start, then follows it."""
         lines: queue.Queue[LogLine | BaseException | None] = queue.Queue(maxsize=1000)
@@ -448,7 +480,7 @@ class KubernetesBackend:
             try:
                 while not stop.is_set() and self._phase(namespace, pod) == "Pending":
                     time.sleep(POD_START_POLL)
-                for line in self._pod_log(namespace, pod, container, True, tail_lines):
+                for line in self._pod_log(namespace, pod, pods[pod], True, tail_lines):
                     if stop.is_set():
                         return
                     lines.put(LogLine(pod, line))
@@ -475,8 +507,15 @@ class KubernetesBackend:
                 while True:
                     lines.get_nowait()
 
-    def events(self, namespace: str, kind: str, job_name: str, pod_names: list[str]) -> list[JobEvent]:
-        wanted = {(kind, job_name)} | {("Pod", p) for p in pod_names}
+    def events(
+        self,
+        namespace: str,
+        kind: str,
+        job_name: str,
+        pod_names: list[str],
+        related: Sequence[tuple[str, str]] = (),
+    ) -> list[JobEvent]:
+        wanted = {(kind, job_name)} | {("Pod", p) for p in pod_names} | set(related)
         _decoding_ready(Event)
         found = self._call(
             f"Failed to list events in {namespace}",
@@ -523,20 +562,29 @@ class KubernetesBackend:
         log of each crash-looping container a finding quotes read once, then ``engine.diagnosis``."""
         from kubetrain.engine.admission import admit
         from kubetrain.engine.diagnosis import diagnose, quoted_crash_loops
+        from kubetrain.frameworks.registry import framework_for
         from kubetrain.kube.observe import ContainerKey, observe_pod, replica_identity, with_last_lines
 
-        job = self.get(kind, namespace, name)
-        framework = kind.framework
-        # As the operator plans it (defaults: replica counts, policies); an invalid one is read as it is (its
-        # InvalidSpec condition says why).
-        with contextlib.suppress(InvalidJobError):
-            job = admit(job, framework)
-        uid = job.metadata.uid
-        pods = [
-            pod.to_dict()
-            for pod in self.pods(namespace, name, {JOB_NAME_LABEL: name})
-            if uid is None or _controlled_by(pod, uid)
-        ]
+        found = self.get(kind, namespace, name)
+        if isinstance(found, TrainJob):
+            run = self._trainjob_run(found)
+            if run is None:
+                return []  # no JobSet yet (or any more): no pods to diagnose
+            job: TrainingJob = run
+            framework = framework_for(run)
+            pods = [pod.to_dict() for pod in self.pods(namespace, name, {JOBSET_NAME_LABEL: name})]
+        else:
+            job, framework = found, kind.v1_framework
+            # As the operator plans it (defaults: replica counts, policies); an invalid one is read as it is
+            # (its InvalidSpec condition says why).
+            with contextlib.suppress(InvalidJobError):
+                job = admit(job, framework)
+            uid = job.metadata.uid
+            pods = [
+                pod.to_dict()
+                for pod in self.pods(namespace, name, {JOB_NAME_LABEL: name})
+                if uid is None or _controlled_by(pod, uid)
+            ]
         observed = [r for r in (observe_pod(pod, job, framework) for pod in pods) if r is not None]
         now = datetime.now(UTC)
         by_identity = {replica_identity(pod, job, framework): pod for pod in pods}
@@ -549,6 +597,58 @@ class KubernetesBackend:
                 )
         replicas = with_last_lines(Observation(replicas=tuple(observed)), lines).replicas
         return list(diagnose(job, framework, replicas, now).findings)
+
+    def training_runtime(self, trainjob: TrainJob) -> TrainingRuntime:
+        """The runtime the TrainJob names, as the cluster holds it (what the operator plans it on)."""
+        from lightkube.generic_resource import create_global_resource
+
+        from kubetrain.api.trainer import CLUSTER_TRAINING_RUNTIME, GROUP, VERSION, ClusterTrainingRuntime
+        from kubetrain.engine.trainjob_plan import runtime_key
+
+        _, kind = runtime_key(trainjob)
+        name, namespace = trainjob.spec.runtime_ref.name, trainjob.namespace
+        what = f"Failed to get {kind} {name}"
+        found: Any
+        try:
+            if kind == CLUSTER_TRAINING_RUNTIME:
+                res = create_global_resource(GROUP, VERSION, kind, "clustertrainingruntimes")
+                found = self._call(what, lambda: self.client.get(res, name))
+                return ClusterTrainingRuntime.model_validate(found.to_dict())
+            namespaced = create_namespaced_resource(GROUP, VERSION, kind, "trainingruntimes")
+            found = self._call(what, lambda: self.client.get(namespaced, name, namespace=namespace))
+        except JobNotFoundError:
+            raise JobNotFoundError(
+                f"{kind} {name} not found: the TrainJob's spec.runtimeRef names no runtime of this cluster"
+            ) from None
+        return TrainingRuntime.model_validate(found.to_dict())
+
+    def _trainjob_run(self, trainjob: TrainJob) -> TrainingJob | None:
+        """The TrainJob's JobSet as the engine reads one (``frameworks.jobset_run``), with the TrainJob's
+        progress and Stalled condition, so that the rules diagnose it as they do a v1 job; None without."""
+        from kubetrain.api.common import JobCondition
+        from kubetrain.frameworks.jobset_run import from_jobset
+        from kubetrain.frameworks.trainer.jobset import JOBSET_API, JOBSET_KIND
+
+        group, version = JOBSET_API.split("/")
+        jobsets = create_namespaced_resource(group, version, JOBSET_KIND, "jobsets")
+        jobset: Any
+        try:
+            jobset = self._call(
+                f"Failed to get the JobSet of TrainJob {trainjob.namespace}/{trainjob.name}",
+                lambda: self.client.get(jobsets, trainjob.name, namespace=trainjob.namespace),
+            )
+        except JobNotFoundError:
+            return None
+        run = from_jobset(jobset.to_dict(), trainjob.to_wire())
+        stalled = [
+            JobCondition.model_validate(c.to_wire())
+            for c in trainjob.status.conditions or ()
+            if c.type == ConditionType.STALLED
+        ]
+        run.status = run.status.model_copy(
+            update={"conditions": stalled, "trainer_status": trainjob.status.trainer_status}
+        )
+        return run
 
     def _previous_log(self, namespace: str, pod: str, container: str) -> str:
         """The tail of ``container``'s previous run (``kubectl logs --previous``), or "" where it cannot be

@@ -1,5 +1,6 @@
 """The cluster backend's watch: a list, then a watch from its resourceVersion, per job kind, and one over the
-jobs' pods for their restart counts, merged into the events ``JobWatch`` promises.
+jobs' pods for their restart counts (and one over the JobSets' pods for the TrainJobs' restarts and nodes),
+merged into the events ``JobWatch`` promises.
 
 Each kind and the pods are followed by a thread of their own on lightkube's HTTP client (its TLS and
 credentials), reading the API server's JSON lines as they are rather than building a model per event: the
@@ -20,7 +21,15 @@ from typing import TYPE_CHECKING, Any
 
 import httpx2
 
+from kubetrain.api.summary import NodeTally
+from kubetrain.frameworks.jobset_run import (
+    COMPLETION_INDEX_LABEL,
+    JOB_INDEX_LABEL,
+    JOBSET_NAME_LABEL,
+    REPLICATED_JOB_LABEL,
+)
 from kubetrain.frameworks.labels import JOB_NAME_LABEL
+from kubetrain.sdk import trainjobs
 from kubetrain.sdk.backends.base import JobWatchEvent, WatchEventType
 from kubetrain.sdk.backends.watching import JobKey, Listed, WatchLedger, job_key
 from kubetrain.sdk.errors import AccessDeniedError, JobNotFoundError, TrainingApiError
@@ -36,6 +45,8 @@ READ_TIMEOUT = 80.0
 PAGE = 500
 BACKOFF_START, BACKOFF_MAX = 1.0, 30.0
 PODS = "pods"
+JOBSET_PODS = "jobset-pods"
+"""The pods of JobSets: a TrainJob's (its JobSet has its name) carry no kubetrain job label."""
 
 
 class _GoneError(Exception):
@@ -65,6 +76,8 @@ class _Unavailable:
 @dataclass(frozen=True)
 class _Failed:
     error: Exception
+    source: str = ""
+    """The kind refused (403), when a kind's list or watch was."""
 
 
 _Message = _Listed | _Changed | _Unavailable | _Failed
@@ -79,10 +92,53 @@ def _pod_restarts(pod: Mapping[str, Any]) -> int:
     return sum(int(s.get("restartCount") or 0) for s in statuses if isinstance(s, Mapping))
 
 
-def _pod_job(pod: Mapping[str, Any]) -> tuple[str, str] | None:
+def _pod_job(pod: Mapping[str, Any], label: str = JOB_NAME_LABEL) -> tuple[str, str] | None:
     metadata = pod.get("metadata") or {}
-    job = (metadata.get("labels") or {}).get(JOB_NAME_LABEL)
+    job = (metadata.get("labels") or {}).get(label)
     return None if not job else (str(metadata.get("namespace") or ""), str(job))
+
+
+@dataclass(frozen=True)
+class _JobSetPod:
+    """Of a JobSet's pod, what its TrainJob's row needs."""
+
+    job: tuple[str, str]
+    restarts: int
+    seen: trainjobs.PodSeen
+
+
+class _JobSetPods:
+    """The JobSets' pods by their JobSet (a TrainJob's has its name): restarts and training nodes."""
+
+    def __init__(self) -> None:
+        self.by_job: dict[tuple[str, str], dict[str, _JobSetPod]] = {}
+        self.where: dict[tuple[str, str], tuple[str, str]] = {}
+        """Pod (namespace, name) → its JobSet (namespace, name)."""
+
+    def put(self, pod: Mapping[str, Any], *, deleted: bool) -> set[tuple[str, str]]:
+        """Fold one pod in; the JobSets whose pods changed."""
+        metadata = pod.get("metadata") or {}
+        name = (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
+        changed = set()
+        before = self.where.pop(name, None)
+        if before is not None:
+            self.by_job.get(before, {}).pop(name[1], None)
+            changed.add(before)
+        job = None if deleted else _pod_job(pod, JOBSET_NAME_LABEL)
+        if job is not None:
+            labels = {str(k): str(v) for k, v in (metadata.get("labels") or {}).items() if v is not None}
+            phase = str((pod.get("status") or {}).get("phase") or "Pending")
+            seen = trainjobs.PodSeen(name[1], labels, phase)
+            self.by_job.setdefault(job, {})[name[1]] = _JobSetPod(job, _pod_restarts(pod), seen)
+            self.where[name] = job
+            changed.add(job)
+        return changed
+
+    def restarts(self, job: tuple[str, str]) -> int:
+        return sum(p.restarts for p in self.by_job.get(job, {}).values())
+
+    def nodes(self, job: tuple[str, str]) -> NodeTally:
+        return trainjobs.node_tally(p.seen for p in self.by_job.get(job, {}).values())
 
 
 class ClusterJobWatch:
@@ -111,23 +167,38 @@ class ClusterJobWatch:
             raise RuntimeError("a watch is iterated once; make another")
         self._started = True
         sources = [_source(k) for k in self.kinds]
+        trainjob_sources = {_source(k) for k in self.kinds if k.is_trainjob}
         for kind in self.kinds:
             self._thread(self._follow_jobs, kind)
         self._thread(self._follow_pods)
+        if trainjob_sources:
+            self._thread(self._follow_jobset_pods)
         jobs: dict[JobKey, Mapping[str, Any]] = {}
         pods: dict[tuple[str, str], tuple[tuple[str, str], int]] | None = {}
         """Pod (namespace, name) → its job (namespace, name) and restarts; None: pods not readable."""
         totals: dict[tuple[str, str], int] = {}
-        waiting = {*sources, PODS}
+        jobset_pods: _JobSetPods | None = _JobSetPods()
+        """None: the JobSets' pods are not readable."""
+        waiting = {*sources, PODS, *([JOBSET_PODS] if trainjob_sources else [])}
+        forbidden: set[str] = set()
+        """Kinds the user may not list: left out while another kind is watched (a user of the v1 kinds only
+        still sees them); the refusal is raised once every kind is refused."""
         ledger = WatchLedger()
         unavailable = False
 
         def restarts_of(key: JobKey) -> int | None:
+            if key[0] in trainjob_sources:
+                return None if jobset_pods is None else jobset_pods.restarts((key[1], key[2]))
             return None if pods is None else totals.get((key[1], key[2]), 0)
+
+        def nodes_of(key: JobKey) -> NodeTally | None:
+            if key[0] not in trainjob_sources or jobset_pods is None:
+                return None
+            return jobset_pods.nodes((key[1], key[2]))
 
         def listed(key: JobKey, job: Mapping[str, Any]) -> Listed:
             version = str((job.get("metadata") or {}).get("resourceVersion") or "")
-            return Listed(job, version, restarts_of(key))
+            return Listed(job, version, restarts_of(key), nodes_of(key))
 
         while not self._stop.is_set():
             try:
@@ -136,7 +207,10 @@ class ClusterJobWatch:
                 continue
             events: list[JobWatchEvent | None] = []
             if isinstance(message, _Failed):
-                raise message.error
+                forbidden.add(message.source)
+                if not message.source or forbidden >= set(sources):
+                    raise message.error
+                message = _Listed(message.source, None)
             if isinstance(message, _Unavailable):
                 if not unavailable:
                     unavailable = True
@@ -147,6 +221,11 @@ class ClusterJobWatch:
                 totals = {}
                 for pod in message.items or []:
                     self._count_pod(pods, totals, pod, deleted=False)
+            elif isinstance(message, _Listed) and message.source == JOBSET_PODS:
+                jobset_pods = None if message.items is None else _JobSetPods()
+                for pod in message.items or []:
+                    if jobset_pods is not None:
+                        jobset_pods.put(pod, deleted=False)
             elif isinstance(message, _Listed):
                 for key in [k for k in jobs if k[0] == message.source]:
                     del jobs[key]
@@ -156,7 +235,19 @@ class ClusterJobWatch:
                 job = self._count_pod(pods, totals, message.item, deleted=message.type == "DELETED")
                 if job is not None and not waiting:
                     for source in sources:
-                        events.append(ledger.with_restarts((source, *job), restarts_of((source, *job))))
+                        if source not in trainjob_sources:
+                            events.append(ledger.with_restarts((source, *job), restarts_of((source, *job))))
+            elif message.source == JOBSET_PODS:
+                changed = (
+                    set()
+                    if jobset_pods is None
+                    else jobset_pods.put(message.item, deleted=message.type == "DELETED")
+                )
+                if not waiting:
+                    for job in changed:
+                        for source in trainjob_sources:
+                            key = (source, *job)
+                            events.append(ledger.with_pods(key, restarts_of(key), nodes_of(key)))
             else:
                 key = job_key(message.item)
                 if message.type == "DELETED":
@@ -174,7 +265,7 @@ class ClusterJobWatch:
                     relisted = message.source
                     events += ledger.resync(
                         [listed(k, j) for k, j in jobs.items()],
-                        lambda key, source=relisted: source == PODS or key[0] == source,  # type: ignore[misc]
+                        lambda key, source=relisted: source in (PODS, JOBSET_PODS) or key[0] == source,  # type: ignore[misc]
                     )
                     events.append(JobWatchEvent(WatchEventType.SYNCED))
             for event in events:
@@ -239,6 +330,15 @@ class ClusterJobWatch:
             PODS, self._path(None), {"labelSelector": JOB_NAME_LABEL}, _slim_pod, served_or_none=False
         )
 
+    def _follow_jobset_pods(self) -> None:
+        self._follow(
+            JOBSET_PODS,
+            self._path(None),
+            {"labelSelector": JOBSET_NAME_LABEL},
+            _slim_jobset_pod,
+            served_or_none=False,
+        )
+
     def _follow(
         self,
         source: str,
@@ -257,7 +357,7 @@ class ClusterJobWatch:
                 return
             except AccessDeniedError as error:
                 if served_or_none:
-                    self._put(_Failed(error))
+                    self._put(_Failed(error, source))
                 else:
                     self._put(_Listed(source, None))  # pods not readable: restarts unknown, jobs still shown
                 return
@@ -278,7 +378,7 @@ class ClusterJobWatch:
                 continue
             except AccessDeniedError as error:
                 if served_or_none:
-                    self._put(_Failed(error))
+                    self._put(_Failed(error, source))
                 return
             except (TrainingApiError, httpx2.HTTPError, ValueError) as error:
                 if self._stop.is_set():
@@ -333,6 +433,31 @@ class ClusterJobWatch:
             with self._lock:
                 self._streams.discard(response)
             response.close()
+
+
+def _slim_jobset_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """Of a JobSet's pod, what its TrainJob's row needs: its JobSet, replica labels, phase and restarts."""
+    metadata = pod.get("metadata") or {}
+    labels = metadata.get("labels") or {}
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    kept = (
+        JOBSET_NAME_LABEL,
+        REPLICATED_JOB_LABEL,
+        JOB_INDEX_LABEL,
+        COMPLETION_INDEX_LABEL,
+    )
+    return {
+        "metadata": {
+            "name": metadata.get("name"),
+            "namespace": metadata.get("namespace"),
+            "resourceVersion": metadata.get("resourceVersion"),
+            "labels": {k: labels[k] for k in kept if k in labels},
+        },
+        "status": {
+            "phase": (pod.get("status") or {}).get("phase"),
+            "containerStatuses": [{"restartCount": s.get("restartCount", 0)} for s in statuses],
+        },
+    }
 
 
 def _slim_pod(pod: Mapping[str, Any]) -> dict[str, Any]:

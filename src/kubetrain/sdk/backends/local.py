@@ -15,14 +15,15 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kubetrain.api.jobs import TrainingJob
 from kubetrain.api.manifest import parse_job
 from kubetrain.api.progress import ProgressHistory
-from kubetrain.api.summary import read_time
+from kubetrain.api.summary import is_trainjob, read_time
+from kubetrain.api.trainer import TrainingRuntime, TrainJob
 from kubetrain.engine.diagnosis import Finding
 from kubetrain.frameworks.registry import framework_for
 from kubetrain.local.runtime import Runtime
@@ -33,7 +34,7 @@ from kubetrain.sdk.errors import (
     JobNotFoundError,
     TrainingApiError,
 )
-from kubetrain.sdk.kinds import JobKind, kind_of
+from kubetrain.sdk.kinds import Job, JobKind, kind_of
 from kubetrain.sdk.selectors import matches
 
 if TYPE_CHECKING:
@@ -77,18 +78,51 @@ class LocalBackend:
         if not admitted.name:
             raise ValueError("metadata.name: Required value: name the job (it names the local run)")
         directory = RunDirectory(self.state_dir, admitted.name)
-        previous = directory.read()
-        if previous is not None and not previous.finished and previous.runner_alive():
-            raise JobExistsError(
-                f"job {admitted.name} is already running locally (runner pid {previous.runner_pid}); "
-                "delete it first or choose another metadata.name"
-            )
+        self._refuse_running(admitted.name)
         if dry_run:
             return admitted
         self._start(directory, job)
-        return self._job(self._record(directory))
+        created = self._job(self._record(directory))
+        assert isinstance(created, TrainingJob)
+        return created
 
-    def get(self, kind: JobKind, namespace: str, name: str) -> TrainingJob:
+    def create_trainjob(
+        self, trainjob: TrainJob, runtimes: Sequence[Mapping[str, Any]], *, dry_run: bool = False
+    ) -> TrainJob:
+        """Plan it as ``kubetrain run`` will (its runtime found among ``runtimes`` or the built-in ones), so
+        that what cannot run is refused here, naming the field; then start the run with those runtimes."""
+        from kubetrain.engine.types import Traits
+        from kubetrain.frameworks.addressing import LocalAddressing
+        from kubetrain.local.trainjob import parse_runtimes, resolve_runtime
+        from kubetrain.local.trainjob import prepare as prepare_run
+
+        runtime = resolve_runtime(trainjob, parse_runtimes(runtimes))
+        # Checked on loopback with the containers' own ports: the run allocates free ones when it starts.
+        prepare_run(trainjob, runtime, lambda job, keys: LocalAddressing({}), Traits(colocated=True))
+        self._refuse_running(trainjob.name)
+        if dry_run:
+            return trainjob
+        directory = RunDirectory(self.state_dir, trainjob.name)
+        self._start(directory, trainjob, runtimes)
+        created = self._job(self._record(directory))
+        assert isinstance(created, TrainJob)
+        return created
+
+    def training_runtime(self, trainjob: TrainJob) -> TrainingRuntime:
+        """The built-in runtime the TrainJob names (a run started from a file may also name the file's)."""
+        from kubetrain.local.trainjob import resolve_runtime
+
+        return resolve_runtime(trainjob, [])
+
+    def _refuse_running(self, name: str) -> None:
+        previous = RunDirectory(self.state_dir, name).read()
+        if previous is not None and not previous.finished and previous.runner_alive():
+            raise JobExistsError(
+                f"job {name} is already running locally (runner pid {previous.runner_pid}); "
+                "delete it first or choose another metadata.name"
+            )
+
+    def get(self, kind: JobKind, namespace: str, name: str) -> Job:
         directory = RunDirectory(self.state_dir, name)
         record = directory.read()
         job = None if record is None else self._job(record)
@@ -98,7 +132,7 @@ class LocalBackend:
 
     def list_jobs(
         self, kind: JobKind | None, namespace: str | None, label_selector: str | None = None
-    ) -> list[TrainingJob]:
+    ) -> list[Job]:
         jobs = [self._job(r) for r in list_runs(self.state_dir)]
         return [
             j
@@ -107,22 +141,29 @@ class LocalBackend:
             and matches(label_selector, j.metadata.labels or {})
         ]
 
-    def patch(self, kind: JobKind, namespace: str, name: str, patch: Mapping[str, Any]) -> TrainingJob:
+    def patch(self, kind: JobKind, namespace: str, name: str, patch: Mapping[str, Any]) -> Job:
         from kubetrain.engine.admission import admit
 
         current = self.get(kind, namespace, name)
         directory = RunDirectory(self.state_dir, name)
-        manifest = _merge(self._manifest(directory, current), patch)
-        changed = admit(parse_job(manifest, strict=True))
+        manifest, runtimes = self._manifest(directory, current)
+        merged = _merge(manifest, patch)
+        if isinstance(current, TrainJob):
+            from kubetrain.local.trainjob import parse_trainjob
+
+            changed: Job = parse_trainjob(merged)
+        else:
+            changed = admit(parse_job(merged, strict=True))
         self._stop(directory)
-        self._start(directory, changed)
+        self._start(directory, changed, runtimes)
         return self._job(self._record(directory))
 
-    def scale(self, kind: JobKind, namespace: str, name: str, replicas: int) -> TrainingJob:
-        replica_type = kind.framework.scale_replica_type
+    def scale(self, kind: JobKind, namespace: str, name: str, replicas: int) -> Job:
+        replica_type = kind.v1_framework.scale_replica_type
         if replica_type is None:
             raise ValueError(f"{kind.kind} has no scale subresource; change its replicas with update_job")
         current = self.get(kind, namespace, name)
+        assert isinstance(current, TrainingJob)
         field = current.replica_specs_path.removeprefix("spec.")
         return self.patch(kind, namespace, name, {"spec": {field: {replica_type: {"replicas": replicas}}}})
 
@@ -160,7 +201,7 @@ class LocalBackend:
         record = directory.read()
         if record is None:
             return []
-        job = self._job(record)
+        job = _run_job(record)
         pods = [_pod(job, replica) for replica in record.replicas]
         return [p for p in pods if all((p.metadata.labels or {}).get(k) == v for k, v in labels.items())]  # type: ignore[union-attr]
 
@@ -177,12 +218,14 @@ class LocalBackend:
         container: str | None,
         follow: bool,
         tail_lines: int | None,
+        containers: Mapping[str, str] | None = None,
     ) -> Iterator[LogLine]:
+        """A process has one output, whatever container is asked for."""
         directory = RunDirectory(self.state_dir, job_name)
         record = directory.read()
         if record is None:
             raise JobNotFoundError(f"no local run of job {job_name!r} under {self.state_dir}")
-        job = self._job(record)
+        job = _run_job(record)
         replica_of = {_pod_name(job, r): r.name for r in record.replicas}
         unknown = [p for p in pods if p not in replica_of]
         if unknown:
@@ -191,7 +234,15 @@ class LocalBackend:
             )
         yield from _follow_logs(directory, {p: replica_of[p] for p in pods}, follow, tail_lines)
 
-    def events(self, namespace: str, kind: str, job_name: str, pod_names: list[str]) -> list[JobEvent]:
+    def events(
+        self,
+        namespace: str,
+        kind: str,
+        job_name: str,
+        pod_names: list[str],
+        related: Sequence[tuple[str, str]] = (),
+    ) -> list[JobEvent]:
+        """The runner's events, all about the job (it has no pods or JobSet to tell apart)."""
         record = RunDirectory(self.state_dir, job_name).read()
         if record is None:
             return []
@@ -204,19 +255,21 @@ class LocalBackend:
                 count=int(e.get("count", 1)),
                 last_seen=read_time(e.get("lastTimestamp")),  # absent in records of older runs
             )
-            for e in record.events
+            for e in record.shown_events()
         ]
 
     # --- the runner ----------------------------------------------------------------------------
 
-    def _start(self, directory: RunDirectory, job: TrainingJob) -> None:
+    def _start(self, directory: RunDirectory, job: Job, runtimes: Sequence[Mapping[str, Any]] = ()) -> None:
+        """Start ``kubetrain run`` on the job's manifest (with the runtimes a TrainJob may name after it)."""
         directory.root.mkdir(parents=True, exist_ok=True)
         manifest = directory.root / MANIFEST_FILE
         wire = job.to_wire()
         wire.pop("status", None)
         import yaml
 
-        manifest.write_text(yaml.safe_dump(wire, sort_keys=False), encoding="utf-8")
+        documents = [wire, *(dict(r) for r in runtimes)]
+        manifest.write_text(yaml.safe_dump_all(documents, sort_keys=False), encoding="utf-8")
         runner_log = directory.root / RUNNER_LOG_FILE
         with runner_log.open("wb") as log:
             child = subprocess.Popen(
@@ -282,23 +335,27 @@ class LocalBackend:
             raise JobNotFoundError(f"the local run under {directory.root} has no status")
         return record
 
-    def _manifest(self, directory: RunDirectory, job: TrainingJob) -> dict[str, Any]:
+    def _manifest(self, directory: RunDirectory, job: Job) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """The job as last started, and the runtimes started with it."""
         path = directory.root / MANIFEST_FILE
         if path.exists():
             import yaml
 
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-            if isinstance(loaded, dict):
-                return loaded
+            loaded = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if isinstance(d, dict)]
+            if loaded:
+                return loaded[0], loaded[1:]
         wire = job.to_wire()
         wire.pop("status", None)
-        return wire
+        return wire, []
 
-    def _job(self, record: RunRecord) -> TrainingJob:
+    def _job(self, record: RunRecord) -> Job:
         child = self._children.get(record.name)
         if child is not None:
             child.poll()
-        return parse_job(record.job_wire())
+        wire = record.job_wire()
+        if is_trainjob(wire):
+            return TrainJob.model_validate(wire)
+        return parse_job(wire)
 
     def progress_history(self, kind: JobKind, namespace: str, name: str) -> ProgressHistory:
         """The history the run keeps in its record (bounded: ``ProgressHistory``'s points)."""
@@ -320,7 +377,7 @@ class LocalBackend:
                 str(f.get("message", "")),
                 tuple(str(r) for r in f.get("replicas", [])),
             )
-            for f in record.findings
+            for f in record.shown_findings()
         ]
 
 
@@ -335,6 +392,11 @@ def _merge(target: Any, patch: Any) -> Any:
         else:
             merged[key] = _merge(merged.get(key), value)
     return merged
+
+
+def _run_job(record: RunRecord) -> TrainingJob:
+    """The job the runner runs (a TrainJob's: its JobSet's run), whose replicas are the processes."""
+    return parse_job(record.job)
 
 
 def _pod_name(job: TrainingJob, replica: ReplicaRecord) -> str:

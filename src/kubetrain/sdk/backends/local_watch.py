@@ -98,7 +98,7 @@ class LocalJobWatch:
                 self.kind.api_version,
             ):
                 continue
-            listed.append(Listed(wire, str(seen.version), seen.record.restarts))
+            listed.append(Listed(wire, str(seen.version), seen.record.restarts, seen.record.nodes))
         for gone in set(self._seen) - present:
             del self._seen[gone]
         return listed
@@ -134,11 +134,12 @@ class LocalJobWatch:
             if record is None:
                 return None
             wire, stale = record.job_wire(), record.stale
-            unchanged = seen is not None and (seen.wire, seen.stale, seen.record.restarts) == (
-                wire,
-                stale,
-                record.restarts,
-            )
+            unchanged = seen is not None and (
+                seen.wire,
+                seen.stale,
+                seen.record.restarts,
+                seen.record.nodes,
+            ) == (wire, stale, record.restarts, record.nodes)
             version = seen.version if seen is not None and unchanged else self._next_version()
             seen = _Seen(stamp, record, stale, wire, version)
             self._seen[name] = seen

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kubetrain.api.summary import NodeTally
 from kubetrain.sdk.backends.base import JobWatchEvent, WatchEventType
 
 JobKey = tuple[str, str, str]
@@ -30,6 +31,8 @@ class Listed:
     version: str
     """Changes whenever the job does (a resourceVersion; locally, the status file's size and time)."""
     restarts: int | None
+    nodes: NodeTally | None = None
+    """A TrainJob's training nodes (``JobWatchEvent.nodes``)."""
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,7 @@ class _Told:
     job: Mapping[str, Any]
     version: str
     restarts: int | None
+    nodes: NodeTally | None = None
 
 
 class WatchLedger:
@@ -76,16 +80,22 @@ class WatchLedger:
         """The event for a job found by a list or a watch; None when the consumer already has it."""
         key = job_key(listed.job)
         told = self._told.get(key)
-        if told is not None and (told.version, told.restarts) == (listed.version, listed.restarts):
+        if told is not None and (told.version, told.restarts, told.nodes) == (
+            listed.version,
+            listed.restarts,
+            listed.nodes,
+        ):
             return None
-        self._told[key] = _Told(listed.job, listed.version, listed.restarts)
+        self._told[key] = _Told(listed.job, listed.version, listed.restarts, listed.nodes)
         kind = WatchEventType.ADDED if told is None else WatchEventType.MODIFIED
-        return JobWatchEvent(kind, listed.job, listed.restarts)
+        return JobWatchEvent(kind, listed.job, listed.restarts, nodes=listed.nodes)
 
     def delete(self, key: JobKey, last_seen: Mapping[str, Any] | None = None) -> JobWatchEvent:
         told = self._told.pop(key, None)
         job = last_seen if last_seen is not None else (told.job if told is not None else {})
-        return JobWatchEvent(WatchEventType.DELETED, job, told.restarts if told is not None else None)
+        if told is None:
+            return JobWatchEvent(WatchEventType.DELETED, job)
+        return JobWatchEvent(WatchEventType.DELETED, job, told.restarts, nodes=told.nodes)
 
     def knows(self, key: JobKey) -> bool:
         return key in self._told
@@ -95,4 +105,11 @@ class WatchLedger:
         told = self._told.get(key)
         if told is None or told.restarts == restarts:
             return None
-        return self.change(Listed(told.job, told.version, restarts))
+        return self.change(Listed(told.job, told.version, restarts, told.nodes))
+
+    def with_pods(self, key: JobKey, restarts: int | None, nodes: NodeTally | None) -> JobWatchEvent | None:
+        """MODIFIED of a known TrainJob whose pods' restarts or nodes changed."""
+        told = self._told.get(key)
+        if told is None or (told.restarts, told.nodes) == (restarts, nodes):
+            return None
+        return self.change(Listed(told.job, told.version, restarts, nodes))
