@@ -74,6 +74,11 @@ class TrainingJob(WireModel):
     def with_run_policy(self, run_policy: RunPolicy) -> Self:
         return self.model_copy(update={"spec": self.spec.model_copy(update={"run_policy": run_policy})})
 
+    @property
+    def shown_kind(self) -> str:
+        """The kind a person is shown: its own."""
+        return self.KIND
+
     @classmethod
     def status_route(cls) -> StatusRoute:
         """Where its training reports progress: its own kind's status path."""

@@ -63,6 +63,11 @@ class JobSetRun(TrainingJob):
     kind: str = "JobSetRun"
     spec: JobSetRunSpec
 
+    @property
+    def shown_kind(self) -> str:
+        """The TrainJob it carries out, which is what its author wrote and looks for."""
+        return "TrainJob" if self.spec.trainjob is not None else self.KIND
+
     @classmethod
     def status_route(cls) -> StatusRoute:
         """A TrainJob's: its training reports to Trainer's path, within Trainer's limits."""

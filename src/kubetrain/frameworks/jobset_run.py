@@ -142,6 +142,9 @@ class JobSetRunFramework(Framework[JobSetRun]):
         job_index, completion = divmod(index, _shape(job, replica_type).parallelism)
         return {COMPLETION_INDEX_ANNOTATION: str(completion), JOB_INDEX_ANNOTATION: str(job_index)}
 
+    def condition_message(self, job: JobSetRun, type_: ConditionType, value: bool, default: str) -> str:
+        return default.replace(f"{self.kind} ", f"{job.shown_kind} ", 1)
+
     def limit_failure(self, job: JobSetRun, reason: str, message: str) -> tuple[str, str]:
         """A pod failing past its Job's backoffLimit fails its Job, and the JobSet with it."""
         return FAILED_REASON, FAILED_MESSAGE
@@ -180,7 +183,9 @@ class JobSetRunFramework(Framework[JobSetRun]):
             return [ConditionProposal(ConditionType.SUCCEEDED, COMPLETED_REASON, COMPLETED_MESSAGE)]
         if any(phase == "Running" for phase in phases.values()):
             return [
-                ConditionProposal(ConditionType.RUNNING, "JobSetRunning", f"JobSet {job.name} is running.")
+                ConditionProposal(
+                    ConditionType.RUNNING, "JobSetRunning", f"{job.shown_kind} {job.name} is running."
+                )
             ]
         return []
 

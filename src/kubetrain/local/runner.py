@@ -379,7 +379,7 @@ class LocalRun:
     def _snapshot(self) -> Snapshot:
         return Snapshot(
             job=self.job.name,
-            kind=self.job.KIND,
+            kind=self.job.shown_kind,
             conditions=tuple(
                 ConditionView(str(c.type), str(c.status), c.reason or "", c.message or "")
                 for c in self.job.status.conditions

@@ -145,8 +145,8 @@ CRASHING_MASTER = {
         "containerStatuses": [
             {
                 "name": "pytorch",
-                "restartCount": 2,
-                "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 20s"}},
+                "restartCount": 3,
+                "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s"}},
                 "lastState": {"terminated": {"exitCode": 3, "reason": "Error"}},
             }
         ],
