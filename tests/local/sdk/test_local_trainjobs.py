@@ -151,7 +151,7 @@ def test_a_failed_trainjob_ends_the_wait_for_complete_with_its_failure(
     assert waited.exit_code == 1
     # A node's Job retries its pod until its backoff limit is spent; then the JobSet, and the TrainJob, fail.
     assert "TrainJob default/broken failed: " in waited.stderr
-    assert "backoff limit" in waited.stderr
+    assert "jobset failed due to one or more job failures" in waited.stderr
     assert re.match(r"broken\s+TrainJob\s+Failed\s", kubetrain("get").stdout.splitlines()[1])
     assert "node-1 | bad batch size: 0" in kubetrain("logs", "broken").stdout
 
@@ -281,7 +281,9 @@ def test_the_sdk_reads_a_trainjobs_logs_from_node_0_by_default(client: TrainingC
 
 def test_the_sdk_raises_the_trainjobs_failure_while_waiting_for_complete(client: TrainingClient) -> None:
     client.create_job(trainjob("fails", FAILS))
-    with pytest.raises(JobFailedError, match=r"TrainJob default/fails failed: .*backoff limit"):
+    with pytest.raises(
+        JobFailedError, match=r"TrainJob default/fails failed: jobset failed due to one or more job failures"
+    ):
         client.wait_for_job_conditions("fails", job_kind="TrainJob", polling_interval=0.2, wait_timeout=60)
 
 
