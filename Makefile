@@ -16,7 +16,7 @@ AS_ROOT := $(filter 0,$(shell id -u))
 	image images image-tools test-images node-packages test-e2e scheduler-plugins-build
 .PHONY: podman docker test-containers host-packages mpi-packages node-build node-image-cache \
 	lane-cluster lane-images lane-checks browser-packages test-browser test-peers peers-build \
-	test-faults
+	test-faults jobset-build
 
 help:
 	@echo "make run   - train the example PyTorch DDP job locally (1 master + 2 workers)"
@@ -58,7 +58,7 @@ serially = $(foreach target,$(1),MAKEFLAGS='$(filter-out -j% --jobserver-auth=%,
 	$(MAKE) --no-print-directory $(target) &&) true
 
 lane-cluster: $(STAMP)
-	$(call serially,envtest-build helm-build peers-build $(if $(AS_ROOT),node-build scheduler-plugins-build) test-cluster)
+	$(call serially,envtest-build helm-build peers-build jobset-build $(if $(AS_ROOT),node-build scheduler-plugins-build) test-cluster)
 
 # The fault suite ends the images lane, the one with the most time to spare cold and warm (docs/development.md).
 lane-images: $(STAMP) image-tools
@@ -78,7 +78,7 @@ envtest-build: $(STAMP)
 # The cluster tier against a fresh envtest, stopped by the trap whether the tests pass or fail; the browser
 # tier (the Jobs view in Chromium, on local runs and on this envtest) runs in the same session, reusing it.
 ENVTEST_TEST_DIR := .state/envtest-make
-test-cluster: envtest-build helm-build image browser-packages
+test-cluster: envtest-build helm-build jobset-build image browser-packages
 	trap '$(BIN)/kubetrain envtest stop --dir $(ENVTEST_TEST_DIR)' EXIT; \
 	$(BIN)/kubetrain envtest start --dir $(ENVTEST_TEST_DIR) >/dev/null && \
 	KUBETRAIN_ENVTEST_DIR=$(ENVTEST_TEST_DIR) $(PYTEST) tests/cluster tests/browser -q
@@ -87,7 +87,7 @@ test-cluster: envtest-build helm-build image browser-packages
 # (training-operator v1.9.0, mpi-operator v0.6.0) and under kubetrain, on an envtest of its own, compared
 # field by field; it prints the allow-list of docs/migration.md as applied and what it compared.
 ENVTEST_PEERS_DIR := .state/envtest-peers
-test-peers: envtest-build peers-build $(STAMP)
+test-peers: envtest-build peers-build jobset-build $(STAMP)
 	trap '$(BIN)/kubetrain envtest stop --dir $(ENVTEST_PEERS_DIR)' EXIT; \
 	$(BIN)/kubetrain envtest start --dir $(ENVTEST_PEERS_DIR) >/dev/null && \
 	KUBETRAIN_ENVTEST_DIR=$(ENVTEST_PEERS_DIR) $(PYTEST) tests/peers -q
@@ -179,6 +179,11 @@ helm-build: $(STAMP)
 # run kubetrain beside them.
 peers-build: $(STAMP)
 	$(BIN)/python -m kubetrain.envtest.peers build >/dev/null
+
+# JobSet's controller (tools/jobset pins v0.12.0, what Kubeflow Trainer v2.3.0 builds on), cached in
+# ~/.cache/kubetrain/jobset/<version>/: `kubetrain envtest start --jobset` and the jobset_controller fixture run it.
+jobset-build: $(STAMP)
+	$(BIN)/python -m kubetrain.envtest.jobset >/dev/null
 
 # The e2e tier's gang scheduler: scheduler-plugins' kube-scheduler and its PodGroup controller (tools/scheduler-plugins
 # pins v0.34.7, Kubernetes held at envtest's v1.34.4), cached in ~/.cache/kubetrain/scheduler-plugins{,-controller}/;
