@@ -16,7 +16,7 @@ AS_ROOT := $(filter 0,$(shell id -u))
 	image images image-tools test-images node-packages test-e2e scheduler-plugins-build
 .PHONY: podman docker test-containers host-packages mpi-packages node-build node-image-cache \
 	lane-cluster lane-images lane-checks browser-packages test-browser test-peers peers-build \
-	test-faults jobset-build
+	test-faults jobset-build jobset-manifests
 
 help:
 	@echo "make run   - train the example PyTorch DDP job locally (1 master + 2 workers)"
@@ -184,6 +184,12 @@ peers-build: $(STAMP)
 # ~/.cache/kubetrain/jobset/<version>/: `kubetrain envtest start --jobset` and the jobset_controller fixture run it.
 jobset-build: $(STAMP)
 	$(BIN)/python -m kubetrain.envtest.jobset >/dev/null
+
+# The JobSet release kubetrain installs with itself, from the module tools/jobset pins: the Helm chart's
+# dependency (charts/kubetrain/charts/jobset) and the kustomize install's manifests/jobset/manifests.yaml; tests
+# fail when they are stale (the chart's in the unit tier, the manifests in the cluster tier, which has kubectl).
+jobset-manifests: envtest-build
+	$(BIN)/python -m kubetrain.envtest.jobset_release
 
 # The e2e tier's gang scheduler: scheduler-plugins' kube-scheduler and its PodGroup controller (tools/scheduler-plugins
 # pins v0.34.7, Kubernetes held at envtest's v1.34.4), cached in ~/.cache/kubetrain/scheduler-plugins{,-controller}/;
