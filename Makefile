@@ -173,8 +173,9 @@ docker:
 helm-build: $(STAMP)
 	$(BIN)/python tools/helm/build.py
 
-# The peers: upstream's training operator (tools/training-operator pins v1.9.0) and the mpi-operator
-# (tools/mpi-operator pins v0.6.0), built from the Go module proxy like envtest and cached in
+# The peers: upstream's training operator (tools/training-operator pins v1.9.0), the mpi-operator
+# (tools/mpi-operator pins v0.6.0) and Kubeflow Trainer (tools/trainer pins v2.3.0), built from the Go module
+# proxy like envtest and cached in
 # ~/.cache/kubetrain/<name>/<version>/; the conformance tier (test-peers) and bench/operator_side_by_side.py
 # run kubetrain beside them.
 peers-build: $(STAMP)

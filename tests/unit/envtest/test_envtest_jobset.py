@@ -4,15 +4,20 @@ webhooks on loopback and its cert manager off, its webhook configurations the re
 from __future__ import annotations
 
 import base64
+import re
 from pathlib import Path
 
 import yaml
 
 from kubetrain.envtest import jobset
 
+CHECKOUT = Path(__file__).resolve().parents[3]
 
-def test_jobset_is_pinned_at_the_version_kubeflow_trainer_v2_3_requires() -> None:
-    assert jobset.version() == "v0.12.0"
+
+def test_jobset_is_pinned_at_the_version_the_trainer_peer_requires() -> None:
+    trainer_go_mod = (CHECKOUT / "tools" / "trainer" / "go.mod").read_text()
+    [required] = re.findall(r"^\s*sigs\.k8s\.io/jobset (v\S+)", trainer_go_mod, re.MULTILINE)
+    assert jobset.version() == required == "v0.12.0"
 
 
 def test_the_controller_serves_its_webhooks_on_loopback_with_its_cert_manager_off(tmp_path: Path) -> None:
