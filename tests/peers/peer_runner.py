@@ -57,7 +57,12 @@ REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
 REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
 JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
 
-PLURALS = {model.KIND: model.PLURAL for model in JOB_MODELS}
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+"""What a TrainJob's pods are found by: its JobSet has the TrainJob's name."""
+
+PLURALS = {**{model.KIND: model.PLURAL for model in JOB_MODELS}, "TrainJob": "trainjobs"}
+WITHOUT_CREATED = {"TrainJob"}
+"""Kinds with no ``Created`` condition to await first (Trainer v2 has none, #2621)."""
 
 CHILD_COLLECTIONS: tuple[tuple[str, str, str], ...] = (
     ("/api/v1", "pods", "Pod"),
@@ -68,6 +73,7 @@ CHILD_COLLECTIONS: tuple[tuple[str, str, str], ...] = (
     ("/apis/rbac.authorization.k8s.io/v1", "roles", "Role"),
     ("/apis/rbac.authorization.k8s.io/v1", "rolebindings", "RoleBinding"),
     ("/apis/batch/v1", "jobs", "Job"),
+    ("/apis/jobset.x-k8s.io/v1alpha2", "jobsets", "JobSet"),
     ("/apis/autoscaling/v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler"),
 )
 """Every kind of object either operator makes for a job (PodGroups only with gang scheduling: not run)."""
@@ -111,6 +117,12 @@ class Side:
     @property
     def job_name(self) -> str:
         return str(self.manifest["metadata"]["name"])
+
+    @property
+    def pod_selector(self) -> str:
+        """The label selector of the job's pods."""
+        label = JOBSET_NAME_LABEL if self.kind == "TrainJob" else JOB_NAME_LABEL
+        return f"{label}={self.job_name}"
 
     @property
     def job_path(self) -> str:
@@ -164,8 +176,7 @@ class Side:
         the namespace at the same time)."""
         job = self.job()
         pods = self.api.get(
-            f"/api/v1/namespaces/{self.namespace}/pods",
-            {"labelSelector": f"{JOB_NAME_LABEL}={self.job_name}"},
+            f"/api/v1/namespaces/{self.namespace}/pods", {"labelSelector": self.pod_selector}
         )["items"]
         events = self.api.get(
             f"/api/v1/namespaces/{self.namespace}/events",
@@ -403,7 +414,8 @@ def run_on(case: Case, side: Side, *, clean_up_after: bool = False) -> Outcome:
     name to follow; else it stays until its namespace goes."""
     side.create(case.manifest)
     try:
-        Await("Created").apply(side)
+        if side.kind not in WITHOUT_CREATED:
+            Await("Created").apply(side)
         side.settle()
         failure = None
         for step in case.steps:
@@ -447,8 +459,7 @@ def clean_up(side: Side, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         pods = side.api.get(
-            f"/api/v1/namespaces/{side.namespace}/pods",
-            {"labelSelector": f"{JOB_NAME_LABEL}={side.job_name}"},
+            f"/api/v1/namespaces/{side.namespace}/pods", {"labelSelector": side.pod_selector}
         )["items"]
         if side.job() is None and not pods:
             return

@@ -16,7 +16,7 @@ import secrets
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -146,6 +146,33 @@ class MpiOperator:
 
     def stop(self) -> None:
         self.process.stop()
+
+
+TRAINER_STOP_SECONDS = 5.0
+
+
+@dataclass
+class Trainer:
+    """Kubeflow Trainer's controller manager: idle when its work queues are empty and no worker is busy. It
+    reconciles the TrainJobs of every namespace, so no other TrainJob controller may run while it does."""
+
+    process: peers.PeerProcess
+    metrics_port: int
+
+    def idle(self) -> bool:
+        return metrics_all_zero(self.metrics_port, ("workqueue_depth{", "controller_runtime_active_workers{"))
+
+    def activity(self, namespace: str, name: str) -> int:
+        return 0
+
+    def events_recorded(self, uid: str) -> int | None:
+        return None  # its event recorder logs nothing per event
+
+    def stop(self) -> None:
+        # With TrainJobStatus on, v2.3.0 never finishes a graceful shutdown by itself: its status server's
+        # Start waits on a channel nothing closes (pkg/statusserver/server.go), so the manager waits out its
+        # 30-s graceful-shutdown timeout. Nothing is lost by ending it sooner.
+        self.process.stop(timeout=TRAINER_STOP_SECONDS)
 
 
 StartOperator = Callable[[str, Path], Running]
@@ -397,6 +424,27 @@ def mpi_operator(cluster: Cluster) -> StartOperator:
         )
 
     return start
+
+
+def trainer(
+    cluster: Cluster, feature_gates: Mapping[str, bool] = peers.TRAINER_FEATURE_GATES
+) -> StartOperator:
+    """Kubeflow Trainer with ``feature_gates``, its webhooks serving the phase's namespace."""
+
+    def start(namespace: str, log: Path) -> Running:
+        port = peers.free_port()
+        process = peers.start_trainer(
+            cluster.api, cluster.envtest.kubeconfig, namespace, log, feature_gates, metrics_port=port
+        )
+        return Trainer(process, port)
+
+    return start
+
+
+def trainer_crds() -> tuple[Path, ...]:
+    """Trainer's three CRDs as the release ships them (``manifests/base/crds``; the same documents as the
+    Helm chart's ``templates/crd``)."""
+    return tuple(sorted(peers.TRAINER.crds_dir().glob("trainer.kubeflow.org_*.yaml")))
 
 
 def kubetrain(cluster: Cluster, flags: Sequence[str], endpoint: bool = False) -> StartOperator:

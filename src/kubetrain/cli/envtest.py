@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from kubetrain.envtest import audit, binaries, controlplane, realnode
+from kubetrain.envtest import audit, binaries, controlplane, jobset, realnode
 from kubetrain.envtest.nodes import NodeShape
 
 app = typer.Typer(
@@ -41,6 +41,9 @@ def build(
     real_node: bool = typer.Option(
         False, "--real-node", help="Also build the real node's kubelet and CoreDNS (<version>-node/)."
     ),
+    with_jobset: bool = typer.Option(
+        False, "--jobset", help="Also build the JobSet controller (~/.cache/kubetrain/jobset/<version>/)."
+    ),
 ) -> None:
     """Build (once per version) kube-apiserver, kube-scheduler, kube-controller-manager, kubectl and etcd.
 
@@ -52,12 +55,15 @@ def build(
     try:
         built = binaries.ensure_built(log=_say, force=force)
         node = binaries.ensure_node_built(log=_say, force=force) if real_node else None
-    except binaries.BuildError as error:
+        controller = jobset.ensure_built() if with_jobset else None
+    except (binaries.BuildError, jobset.JobSetError) as error:
         _say(f"error: {error}")
         raise typer.Exit(1) from error
     typer.echo(built.directory)
     if node is not None:
         typer.echo(node.directory)
+    if controller is not None:
+        typer.echo(controller.parent)
 
 
 @app.command()
@@ -78,6 +84,12 @@ def start(
         f"labelled {realnode.REAL_NODE_LABEL}=true. Without fake nodes (the default then) every pod runs "
         "there.",
     ),
+    with_jobset: bool = typer.Option(
+        False,
+        "--jobset",
+        help="Also run the JobSet controller (built once from tools/jobset) with its CRD and webhooks, so a "
+        "JobSet (and a TrainJob's) gets its Jobs, Service and pods.",
+    ),
     audit_log: bool = typer.Option(
         False,
         "--audit-log",
@@ -93,6 +105,8 @@ def start(
     Example: kubetrain envtest start --nodes 3 --gpus-per-node 8
 
     Example: kubetrain envtest start --real-node
+
+    Example: kubetrain envtest start --jobset
     """
     run_dir = _run_dir(directory)
     options = controlplane.EnvtestOptions(
@@ -100,10 +114,16 @@ def start(
         node_shape=NodeShape(cpu=cpu_per_node, memory=memory_per_node, gpus=gpus_per_node),
         real_node=real_node,
         audit_policy=audit.WRITES if audit_log else None,
+        jobset=with_jobset,
     )
     try:
         state = controlplane.start(run_dir, options, log=_say)
-    except (controlplane.EnvtestError, binaries.BuildError, realnode.RealNodeError) as error:
+    except (
+        controlplane.EnvtestError,
+        binaries.BuildError,
+        realnode.RealNodeError,
+        jobset.JobSetError,
+    ) as error:
         _say(f"error: {error}")
         raise typer.Exit(1) from error
     timings = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in state.start_seconds.items())

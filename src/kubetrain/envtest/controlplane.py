@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import functools
 import json
 import os
@@ -27,7 +28,7 @@ from typing import Any
 import httpx
 import yaml
 
-from kubetrain.envtest import audit, processes, realnode
+from kubetrain.envtest import audit, jobset, processes, realnode
 from kubetrain.envtest.binaries import Binaries, ensure_built, ensure_node_built
 from kubetrain.envtest.kubeapi import ApiError, KubeApi
 from kubetrain.envtest.nodes import NodeShape, is_schedulable, register_nodes
@@ -76,6 +77,8 @@ class EnvtestOptions:
     audit_policy: str | None = None
     """An audit policy (YAML): kube-apiserver then logs what it selects in ``logs/audit.log`` (see audit.py;
     ``audit.WRITES`` logs every write)."""
+    jobset: bool = False
+    """Run the JobSet controller (see jobset.py) with its CRD and webhooks, as a cluster with JobSet has."""
 
 
 @dataclass(frozen=True)
@@ -90,11 +93,13 @@ class EnvtestState:
     started_at: float
     start_seconds: dict[str, float]
     real_node: str | None = None
+    jobset: bool = False
 
     @property
     def components(self) -> tuple[str, ...]:
         control_plane = tuple(name for name in COMPONENT_ORDER if self.nodes or name != "node-heartbeat")
-        return control_plane + (realnode.NODE_COMPONENTS if self.real_node else ())
+        node = realnode.NODE_COMPONENTS if self.real_node else ()
+        return control_plane + node + ((jobset.PROCESS,) if self.jobset else ())
 
     @property
     def kubeconfig(self) -> Path:
@@ -120,6 +125,7 @@ class EnvtestState:
             started_at=float(data["started_at"]),
             start_seconds=dict(data["start_seconds"]),
             real_node=data.get("real_node"),
+            jobset=bool(data.get("jobset", False)),
         )
 
 
@@ -331,6 +337,11 @@ def start(
     current = status(run_dir)
     if current.running and current.state is not None:
         log(f"envtest already running in {run_dir}")
+        if options.jobset and not current.state.jobset:
+            jobset.start(run_dir, current.state.kubeconfig, options.ready_timeout_seconds)
+            added = dataclasses.replace(current.state, jobset=True)
+            (run_dir / STATE_FILE).write_text(added.to_json())
+            return added
         return current.state
     stop(run_dir)  # leftovers of a crashed or half-started instance
 
@@ -340,6 +351,8 @@ def start(
             raise EnvtestError("a real node cannot run on this machine: " + "; ".join(reasons))
     binaries = ensure_built(log=log)
     node_binaries = ensure_node_built(log=log) if options.real_node else None
+    if options.jobset:
+        jobset.ensure_built()
     started_at = time.time()
     clock = time.monotonic()
     _reset_run_dir(run_dir)
@@ -402,6 +415,10 @@ def start(
                 processes.read_record(run_dir, "kube-controller-manager"),
                 options.ready_timeout_seconds,
             )
+        if options.jobset:
+            timings["jobset"] = jobset.start(
+                run_dir, run_dir / ADMIN_KUBECONFIG, options.ready_timeout_seconds
+            )
     except BaseException:
         stop(run_dir)
         raise
@@ -415,6 +432,7 @@ def start(
         started_at=started_at,
         start_seconds={name: round(seconds, 3) for name, seconds in timings.items()},
         real_node=realnode.NODE_NAME if options.real_node else None,
+        jobset=options.jobset,
     )
     (run_dir / STATE_FILE).write_text(state.to_json())
     return state

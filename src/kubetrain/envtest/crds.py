@@ -11,12 +11,15 @@ import yaml
 from kubetrain.envtest.kubeapi import ApiError, KubeApi, KubeObject
 
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's safe loader where PyYAML was built with it: a release's CRDs run to megabytes (JobSet's is
+0.8 MB, 3.6 s to parse in pure Python on a loaded machine, 0.4 s with libyaml)."""
 
 
 def read_crds(paths: Iterable[Path]) -> list[KubeObject]:
     crds: list[KubeObject] = []
     for path in sorted(paths):
-        for document in yaml.safe_load_all(path.read_text()):
+        for document in yaml.load_all(path.read_text(), Loader=SAFE_LOADER):
             if document and document.get("kind") == "CustomResourceDefinition":
                 crds.append(document)
     return crds

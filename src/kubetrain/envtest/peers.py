@@ -1,11 +1,14 @@
 """The operators kubetrain is held to, run beside it on an envtest: its peers.
 
-Two peers, each built from its Go module pinned in ``tools/<name>`` of the checkout (``envtest.gotool``,
+Three peers, each built from its Go module pinned in ``tools/<name>`` of the checkout (``envtest.gotool``,
 cached in ``~/.cache/kubetrain/<name>/<version>/``):
 
 - upstream's **training-operator** (``kubeflow.org/v1``: PyTorchJob, TFJob, XGBoostJob, PaddleJob, JAXJob and
   the v1 MPIJob);
-- the **mpi-operator**, which defines MPIJob ``kubeflow.org/v2beta1``.
+- the **mpi-operator**, which defines MPIJob ``kubeflow.org/v2beta1``;
+- **Kubeflow Trainer** v2 (``trainer.kubeflow.org/v1alpha1``: TrainJob, TrainingRuntime,
+  ClusterTrainingRuntime), whose TrainJobs become JobSets: the JobSet controller (``envtest.jobset``) makes
+  their Jobs and pods.
 
 Each runs out of cluster as its Deployment would run it, less the kubelet, watching one namespace. The
 training-operator needs what its Pod would have: its namespace (``MY_POD_NAMESPACE``), an empty Secret
@@ -17,8 +20,22 @@ change: starts are serialised under a lock so two at once never swap certificate
 leader-election Lease in a namespace of its own and always serves its health check on port 8080 (a constant
 in v0.6.0): one runs on a machine at a time, under a lock.
 
+Trainer has no namespace option: it reconciles the TrainJobs of every namespace (each one whose ``managedBy``
+is unset or its own; the CRD's CEL allows only that or ``kueue.x-k8s.io/multikueue``), so no second TrainJob
+controller can share an API server with it at the same time; the conformance tier runs them one after the
+other. It runs with its Config API's ``certManagement.enable: false``: its webhook server reads a certificate
+from a CA of the peer's own in ``$TMPDIR/k8s-webhook-server/serving-certs`` (``TMPDIR`` is per start), and its
+webhook configurations (the release's, from ``manifests/base/webhook``) name it on 127.0.0.1 and only the
+namespace its jobs are made in; they are deleted when it stops. It takes its own namespace to be
+``kubeflow-system``, where the Secret ``kubeflow-trainer-webhook-cert`` holds that CA for the TrainJobStatus
+plugin's ``<job>-tls-config`` ConfigMap. With the ``TrainJobStatus`` gate on (off by default, as in the
+release) its status server needs what only a pod has at fixed paths: a ServiceAccount token (whose issuer it
+verifies pods' tokens against) and a certificate in ``/tmp/k8s-webhook-server/serving-certs``; Trainer then
+runs in a mount namespace of its own (root only) where both are bound, and on the release's port 10443, one at
+a time per machine.
+
 The conformance tier (``tests/peers``) and ``bench/operator_side_by_side.py`` run the peers through this
-module. ``python -m kubetrain.envtest.peers build`` builds both (``make peers-build``).
+module. ``python -m kubetrain.envtest.peers build`` builds them all (``make peers-build``).
 """
 
 from __future__ import annotations
@@ -33,13 +50,19 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+import httpx
+import yaml
+
+from kubetrain.envtest import jobset, webhooks
+from kubetrain.envtest.crds import install_crd_files
 from kubetrain.envtest.gotool import GoTool, GoToolError
 from kubetrain.envtest.kubeapi import ApiError, KubeApi, KubeObject
+from kubetrain.envtest.pki import generate_pki, issue_serving_certificate
 
 CHECKOUT = Path(__file__).resolve().parents[3]
 TOOLS = CHECKOUT / "tools"
@@ -134,7 +157,36 @@ MPI_OPERATOR = Peer(
     crds="manifests/base",
     examples="examples/v2beta1",
 )
-PEERS = (TRAINING_OPERATOR, MPI_OPERATOR)
+TRAINER = Peer(
+    name="trainer",
+    module="github.com/kubeflow/trainer/v2",
+    command="cmd/trainer-controller-manager",
+    binary_env="KUBETRAIN_TRAINER",
+    crds="manifests/base/crds",
+    examples="examples",
+)
+PEERS = (TRAINING_OPERATOR, MPI_OPERATOR, TRAINER)
+
+TRAINER_NAMESPACE = "kubeflow-system"
+"""Trainer's own namespace out of cluster (``pkg/util/cert.GetOperatorNamespace``: no ServiceAccount file)."""
+TRAINER_SECRET = "kubeflow-trainer-webhook-cert"
+TRAINER_SERVICE = "kubeflow-trainer-controller-manager"
+TRAINER_CONTROLLERS = (
+    "trainjob_controller",
+    "trainingruntime_controller",
+    "clustertrainingruntime_controller",
+)
+TRAINER_FEATURE_GATES: Mapping[str, bool] = {}
+"""What the peer runs with by default: the release's gates, ``TrainJobStatus`` (alpha) off. With it on
+(``{"TrainJobStatus": True}``, what kubetrain always does) Trainer gives the trainer pods a projected
+ServiceAccount token volume and no ``serviceAccountName``, which only the ServiceAccount admission plugin
+fills in: envtest's fake-node API server runs without it, so the Job controller's pods are refused there
+(``serviceAccountToken: Forbidden: must not be specified when serviceAccountName is not set``); the JobSet,
+its Jobs and the ``<job>-tls-config`` ConfigMap are made all the same. Its status server also needs root (see
+above)."""
+TRAINER_RUNTIMES_OVERLAY = "manifests/overlays/runtimes"
+"""The built-in ClusterTrainingRuntimes as the release installs them: the base, images tagged with the release
+and labelled ``trainer.kubeflow.org/webhook-validation: disabled``."""
 
 
 # --- running ---------------------------------------------------------------------------------------------
@@ -149,6 +201,8 @@ class PeerProcess:
     log_path: Path
     _held: list[IO[str]] = field(default_factory=list)
     """Locks held while it runs (the mpi-operator's port)."""
+    _on_stop: list[Callable[[], None]] = field(default_factory=list)
+    """What to undo once it has stopped (Trainer's webhook configurations)."""
 
     @property
     def log(self) -> str:
@@ -172,6 +226,8 @@ class PeerProcess:
             for lock in self._held:
                 lock.close()
             self._held.clear()
+            while self._on_stop:
+                self._on_stop.pop()()
 
 
 def free_port() -> int:
@@ -254,9 +310,11 @@ def _mount_certificates(api: KubeApi, namespace: str, process: PeerProcess, time
 
 
 def _started_workers(log: str, controllers: Sequence[str]) -> bool:
-    """Whether the log says each controller's workers run (controller-runtime's ``Starting workers`` line)."""
+    """Whether the log says each controller's workers run (controller-runtime's ``Starting workers`` line, in
+    zap's console encoding or its JSON)."""
     lines = [line for line in log.splitlines() if "Starting workers" in line]
-    return all(any(f'"controller": "{name}"' in line for line in lines) for name in controllers)
+    named = [re.compile(rf'"controller":\s*"{re.escape(name)}"') for name in controllers]
+    return all(any(pattern.search(line) for line in lines) for pattern in named)
 
 
 def start_training_operator(
@@ -356,6 +414,271 @@ def start_mpi_operator(
     process = PeerProcess("mpi-operator", popen, log_path, [lock])
     _wait_for(lambda: "Started workers" in process.log, timeout, "mpi-operator start", process)
     return process
+
+
+def trainer_configuration(
+    webhook_port: int,
+    health_port: int,
+    status_port: int,
+    metrics_port: int | None,
+    feature_gates: Mapping[str, bool],
+) -> str:
+    """Trainer's Configuration (``config.trainer.kubeflow.org/v1alpha1``): the release's
+    ``manifests/base/manager/controller_manager_config.yaml`` with its ports on loopback, no leader election,
+    plain-HTTP metrics (or none) and its cert management off."""
+    return yaml.safe_dump(
+        {
+            "apiVersion": "config.trainer.kubeflow.org/v1alpha1",
+            "kind": "Configuration",
+            "health": {"healthProbeBindAddress": f"127.0.0.1:{health_port}"},
+            "metrics": {
+                "bindAddress": f"127.0.0.1:{metrics_port}" if metrics_port else "0",
+                "secureServing": False,
+            },
+            "webhook": {"port": webhook_port, "host": "127.0.0.1"},
+            "leaderElection": {"leaderElect": False},
+            "controller": {
+                "groupKindConcurrency": {
+                    "TrainJob.trainer.kubeflow.org": 5,
+                    "TrainingRuntime.trainer.kubeflow.org": 1,
+                    "ClusterTrainingRuntime.trainer.kubeflow.org": 1,
+                }
+            },
+            "certManagement": {
+                "enable": False,
+                "webhookServiceName": TRAINER_SERVICE,
+                "webhookSecretName": TRAINER_SECRET,
+            },
+            "clientConnection": {"qps": 50, "burst": 100},
+            "statusServer": {"port": status_port, "qps": 5, "burst": 10},
+            "featureGates": dict(feature_gates),
+        },
+        sort_keys=False,
+    )
+
+
+def trainer_webhook_configurations(port: int, ca_bundle: bytes, namespace: str) -> list[KubeObject]:
+    """The release's webhook configurations (``manifests/base/webhook``, its patches naming them
+    ``defaulter.trainer.kubeflow.org`` and ``validator.trainer.kubeflow.org``) sent to 127.0.0.1:``port``,
+    for objects in ``namespace`` (and every ClusterTrainingRuntime)."""
+    directory = TRAINER.source() / "manifests" / "base" / "webhook"
+    configurations = webhooks.read_configurations(
+        directory / "manifests.yaml",
+        [
+            ("MutatingWebhookConfiguration", None, directory / "patch_mutating.yaml"),
+            ("ValidatingWebhookConfiguration", None, directory / "patch_validating.yaml"),
+        ],
+    )
+    selector = webhooks.namespaces(namespace)
+    url = f"https://127.0.0.1:{port}"
+    return [webhooks.on_loopback(c, url, ca_bundle, namespace_selector=selector) for c in configurations]
+
+
+def _webhooks_answer(api: KubeApi, namespace: str) -> bool:
+    """Whether the API server reaches Trainer's webhooks: a TrainJob created with ``dryRun`` is admitted or
+    refused by them, not failed by a call that did not get through."""
+    probe = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"generateName": "peer-probe-"},
+        "spec": {"runtimeRef": {"name": "peer-probe"}},
+    }
+    try:
+        api.create(f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs?dryRun=All", probe)
+    except ApiError as error:
+        return "failed calling webhook" not in error.message
+    return True
+
+
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+"""Where Trainer's status server reads a ServiceAccount token (its issuer: the OIDC provider it checks pods'
+tokens against) and Trainer its own namespace; constants of v2.3.0, as ``CERT_DIR`` is for its status server's
+certificate."""
+TRAINER_STATUS_PORT = 10443
+"""The status server's port as the release configures it; it appears in the URL given to every pod."""
+PRIVATE_MOUNTS = (
+    'mount --bind "$KUBETRAIN_SERVICE_ACCOUNT" {sa} && mount --bind "$KUBETRAIN_STATUS_CERTS" {certs}'
+    ' && exec "$@"'
+)
+
+
+def _service_account_token(api: KubeApi) -> str:
+    """A token of Trainer's ServiceAccount (``kubeflow-trainer-controller-manager``), as its pod has."""
+    accounts = f"/api/v1/namespaces/{TRAINER_NAMESPACE}/serviceaccounts"
+    _create_or_keep(
+        api, accounts, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": TRAINER_SERVICE}}
+    )
+    request = {
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenRequest",
+        "spec": {"expirationSeconds": 86400},
+    }
+    return str(api.create(f"{accounts}/{TRAINER_SERVICE}/token", request)["status"]["token"])
+
+
+def _in_private_mounts(
+    command: list[str], service_account: Path, certificates: Path
+) -> tuple[list[str], dict[str, str]]:
+    """``command`` run in a mount namespace of its own where ``service_account`` is the ServiceAccount
+    directory a pod has and ``certificates`` the status server's certificate directory: the paths are
+    constants of Trainer, and binding them there leaves the machine's (and other peers') alone. Needs root."""
+    if os.geteuid() != 0:
+        raise PeerError(
+            "Trainer's status server (the TrainJobStatus gate) reads a ServiceAccount token and a "
+            f"certificate from fixed paths ({SERVICE_ACCOUNT_DIR}, {CERT_DIR}), bound into a mount namespace "
+            "of its own, which needs root; start it with feature_gates={} (the release's defaults) instead"
+        )
+    for mount_point in (SERVICE_ACCOUNT_DIR, CERT_DIR):
+        mount_point.mkdir(parents=True, exist_ok=True)  # empty on the host; bound in the namespace only
+    script = PRIVATE_MOUNTS.format(sa=SERVICE_ACCOUNT_DIR, certs=CERT_DIR)
+    wrapped = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, "sh", *command]
+    return wrapped, {
+        "KUBETRAIN_SERVICE_ACCOUNT": str(service_account),
+        "KUBETRAIN_STATUS_CERTS": str(certificates),
+    }
+
+
+def _hold_port(port: int, timeout: float) -> IO[str]:
+    """A machine-wide lock on ``port`` (one Trainer status server at a time), once the port is free."""
+    lock = (LOCKS / f"kubetrain-trainer-{port}.lock").open("w")
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                lock.close()
+                raise PeerError(f"another Trainer held port {port} for {timeout:.0f} s") from None
+            time.sleep(0.5)
+    if not _port_free(port):
+        lock.close()
+        raise PeerError(f"port {port} is in use: Trainer's status server listens there; stop what does")
+    return lock
+
+
+def _trainer_secret(certificates: Path) -> KubeObject:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": TRAINER_SECRET, "namespace": TRAINER_NAMESPACE},
+        "data": {
+            name: base64.b64encode((certificates / name).read_bytes()).decode()
+            for name in ("ca.crt", "tls.crt", "tls.key")
+        },
+    }
+
+
+def _replace_or_create(api: KubeApi, collection: str, body: KubeObject) -> None:
+    name = body["metadata"]["name"]
+    existing = api.get_or_none(f"{collection}/{name}")
+    if existing is None:
+        api.create(collection, body)
+        return
+    metadata = {**body["metadata"], "resourceVersion": existing["metadata"]["resourceVersion"]}
+    api.replace(f"{collection}/{name}", {**body, "metadata": metadata})
+
+
+def _healthy(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=2.0).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def start_trainer(
+    api: KubeApi,
+    kubeconfig: Path,
+    namespace: str,
+    log_path: Path,
+    feature_gates: Mapping[str, bool] = TRAINER_FEATURE_GATES,
+    binary: Path | None = None,
+    timeout: float = 120.0,
+    metrics_port: int | None = None,
+    lock_timeout: float = 600.0,
+) -> PeerProcess:
+    """Kubeflow Trainer's controller manager, its webhooks serving ``namespace``, returned once its
+    controllers run their workers and the API server reaches its webhooks; its /metrics (plain HTTP) on
+    ``metrics_port`` (none when None). It reconciles the TrainJobs of every namespace. Its CRDs are the
+    caller's to install (``TRAINER.crds_dir()``); the JobSet CRD is installed here when missing, as Trainer
+    needs it."""
+    binary = binary or TRAINER.ensure_built()
+    install_crd_files(api, [jobset.crd_path()])
+    state = log_path.with_suffix(".d")
+    certificates = issue_serving_certificate(generate_pki(state / "pki"), state / "certs")
+    _create_or_keep(
+        api,
+        "/api/v1/namespaces",
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": TRAINER_NAMESPACE}},
+    )
+    _replace_or_create(api, f"/api/v1/namespaces/{TRAINER_NAMESPACE}/secrets", _trainer_secret(certificates))
+    temporary = state / "tmp"
+    served = temporary / "k8s-webhook-server" / "serving-certs"
+    served.mkdir(parents=True, exist_ok=True)
+    for name in ("tls.crt", "tls.key", "ca.crt"):
+        (served / name).write_bytes((certificates / name).read_bytes())
+    webhook_port, health_port = free_port(), free_port()
+    config = state / "config.yaml"
+    config.write_text(
+        trainer_configuration(webhook_port, health_port, TRAINER_STATUS_PORT, metrics_port, feature_gates)
+    )
+    command = [str(binary), f"--config={config}"]
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig), "TMPDIR": str(temporary)}
+    held: list[IO[str]] = []
+    if feature_gates.get("TrainJobStatus"):
+        service_account = state / "serviceaccount"
+        service_account.mkdir(parents=True, exist_ok=True)
+        (service_account / "token").write_text(_service_account_token(api))
+        (service_account / "namespace").write_text(TRAINER_NAMESPACE)
+        command, mounts = _in_private_mounts(command, service_account, certificates)
+        env.update(mounts)
+        held.append(_hold_port(TRAINER_STATUS_PORT, lock_timeout))
+    with log_path.open("wb") as log:
+        popen = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+    process = PeerProcess("trainer", popen, log_path, held)
+    configurations = trainer_webhook_configurations(
+        webhook_port, (certificates / "ca.crt").read_bytes(), namespace
+    )
+    process._on_stop.append(lambda: webhooks.remove(api, configurations))
+    try:
+        _wait_for(
+            lambda: (
+                _healthy(f"http://127.0.0.1:{health_port}/readyz")
+                and _started_workers(process.log, TRAINER_CONTROLLERS)
+            ),
+            timeout,
+            "Trainer start",
+            process,
+        )
+        webhooks.install(api, configurations)
+        _wait_for(lambda: _webhooks_answer(api, namespace), timeout, "Trainer's webhooks answering", process)
+    except BaseException:
+        process.stop()
+        raise
+    return process
+
+
+def trainer_runtimes(kubectl: Path) -> list[KubeObject]:
+    """The built-in ClusterTrainingRuntimes of the release (``manifests/overlays/runtimes``, rendered by
+    ``kubectl kustomize``)."""
+    rendered = subprocess.run(
+        [str(kubectl), "kustomize", str(TRAINER.source() / TRAINER_RUNTIMES_OVERLAY)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if rendered.returncode != 0:
+        raise PeerError(f"kubectl kustomize {TRAINER_RUNTIMES_OVERLAY} failed: {rendered.stderr.strip()}")
+    return [d for d in yaml.safe_load_all(rendered.stdout) if d and d.get("kind") == "ClusterTrainingRuntime"]
+
+
+def install_trainer_runtimes(api: KubeApi, kubectl: Path) -> list[str]:
+    """Create or replace the built-in ClusterTrainingRuntimes; return their names."""
+    collection = "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes"
+    runtimes = trainer_runtimes(kubectl)
+    for runtime in runtimes:
+        _replace_or_create(api, collection, runtime)
+    return [runtime["metadata"]["name"] for runtime in runtimes]
 
 
 def kubernetes_version(api: KubeApi) -> str:

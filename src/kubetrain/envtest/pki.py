@@ -138,6 +138,46 @@ def issue_client_certificate(
     return cert_path, key_path
 
 
+def issue_serving_certificate(
+    pki: Pki,
+    directory: Path,
+    ips: tuple[str, ...] = ("127.0.0.1",),
+    dns_names: tuple[str, ...] = ("localhost",),
+) -> Path:
+    """A serving certificate signed by the envtest CA, for a webhook server on loopback: ``tls.crt``,
+    ``tls.key`` and the CA as ``ca.crt`` in ``directory`` (controller-runtime's file names), which is
+    returned. The API server trusts it through the webhook configuration's ``caBundle`` (the CA)."""
+    ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), password=None)
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise TypeError(f"{pki.ca_key}: not the EC key generate_pki writes")
+    ca_cert = x509.load_pem_x509_certificate(pki.ca_cert.read_bytes())
+    key = ec.generate_private_key(ec.SECP256R1())
+    alt_names: list[x509.GeneralName] = [
+        *(x509.IPAddress(ipaddress.ip_address(address)) for address in ips),
+        *(x509.DNSName(name) for name in dns_names),
+    ]
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(
+            x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, dns_names[0] if dns_names else ips[0])])
+        )
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(_now())
+        .not_valid_after(_now() + VALIDITY)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "tls.crt").write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    _write_private_key(directory / "tls.key", key)
+    (directory / "ca.crt").write_bytes(pki.ca_cert.read_bytes())
+    return directory
+
+
 def load_pki(directory: Path) -> Pki:
     """Read back the tokens of a PKI directory written by :func:`generate_pki`."""
     tokens: dict[str, str] = {}

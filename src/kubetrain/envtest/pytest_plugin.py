@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from kubetrain.envtest import binaries, controlplane
+from kubetrain.envtest import binaries, controlplane, jobset
 from kubetrain.envtest.kubeapi import ApiError, KubeApi
 from kubetrain.envtest.poddriver import PodDriver
 
@@ -62,6 +62,11 @@ def pytest_collection_modifyitems(
             binaries.ensure_built(log=_tell_terminal)
         except binaries.BuildError as error:
             raise pytest.UsageError(f"envtest: {error}") from error
+    if any("jobset_controller" in getattr(item, "fixturenames", ()) for item in items):
+        try:
+            jobset.ensure_built()
+        except jobset.JobSetError as error:
+            raise pytest.UsageError(f"envtest: {error}") from error
 
 
 @pytest.fixture(scope="session")
@@ -81,6 +86,19 @@ def envtest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EnvtestCluster
         yield EnvtestCluster(state.kubeconfig, run_dir, started_here=True)
     finally:
         controlplane.stop(run_dir)
+
+
+@pytest.fixture(scope="session")
+def jobset_controller(envtest: EnvtestCluster) -> EnvtestCluster:
+    """The session's envtest with the JobSet controller running (started there when it is not yet; it
+    stays until the envtest stops). A cluster given by KUBETRAIN_KUBECONFIG must have JobSet installed."""
+    if envtest.run_dir is None:
+        with KubeApi.from_kubeconfig(envtest.kubeconfig) as api:
+            if not api.exists(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{jobset.CRD_NAME}"):
+                pytest.fail(f"{envtest.kubeconfig}: JobSet is not installed there (no {jobset.CRD_NAME} CRD)")
+        return envtest
+    jobset.start(envtest.run_dir, envtest.kubeconfig)
+    return envtest
 
 
 @pytest.fixture(scope="session")

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -43,6 +44,25 @@ def documents(text: str) -> list[dict[str, Any]]:
     return [doc for doc in yaml.safe_load_all(text) if doc]
 
 
+def sourced_documents(text: str) -> list[tuple[str, dict[str, Any]]]:
+    """``helm template`` output as (template path, document): helm heads each with ``# Source: <path>``."""
+    found = []
+    source = ""
+    for chunk in re.split(r"^---\s*$", text, flags=re.MULTILINE):
+        named = re.search(r"^# Source: (\S+)", chunk, re.MULTILINE)
+        # A file that begins with its own `---` (a dependency's CRD) leaves its Source line on a chunk alone.
+        source = named.group(1) if named else source
+        document = yaml.safe_load(chunk)
+        if document:
+            found.append((source, document))
+    return found
+
+
+def from_dependency(source: str) -> bool:
+    """Whether a template is a dependency's (``kubetrain/charts/<name>/...``), not kubetrain's own."""
+    return source.startswith(f"{CHART.name}/charts/")
+
+
 class Helm:
     def __init__(self, binary: Path, home: Path) -> None:
         self.binary = binary
@@ -67,7 +87,14 @@ class Helm:
         return done.stdout
 
     def template(self, *args: str, namespace: str = RELEASE_NAMESPACE) -> list[dict[str, Any]]:
-        return documents(self.template_text(*args, namespace=namespace))
+        """kubetrain's own objects (not its dependencies', JobSet's: ``template_dependencies``)."""
+        rendered = sourced_documents(self.template_text(*args, namespace=namespace))
+        return [document for source, document in rendered if not from_dependency(source)]
+
+    def template_dependencies(self, *args: str, namespace: str = RELEASE_NAMESPACE) -> list[dict[str, Any]]:
+        """The objects the chart's dependencies (JobSet's chart) render."""
+        rendered = sourced_documents(self.template_text(*args, namespace=namespace))
+        return [document for source, document in rendered if from_dependency(source)]
 
     def template_error(self, *args: str) -> str:
         done = self.run("template", RELEASE, str(CHART), *args)
@@ -93,7 +120,18 @@ def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> subproces
     return run(command, stdin)
 
 
-def kustomize_standalone() -> list[dict[str, Any]]:
+def kustomize_standalone_all() -> list[dict[str, Any]]:
+    """What the standalone overlay applies: kubetrain's objects and JobSet's."""
     done = run([str(binaries.locate().kubectl), "kustomize", str(STANDALONE)])
     assert done.returncode == 0, done.stderr
     return documents(done.stdout)
+
+
+def is_jobsets(document: dict[str, Any]) -> bool:
+    """Whether an object is JobSet's (its release labels every object it installs so)."""
+    return bool((document["metadata"].get("labels") or {}).get("app.kubernetes.io/name") == "jobset")
+
+
+def kustomize_standalone() -> list[dict[str, Any]]:
+    """kubetrain's own objects of the standalone overlay (JobSet's left out)."""
+    return [d for d in kustomize_standalone_all() if not is_jobsets(d)]

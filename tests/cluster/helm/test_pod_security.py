@@ -1,7 +1,7 @@
-"""The operator's and the dashboard's pods meet Pod Security's ``restricted`` profile, from the chart and from
-the kustomize base and component: each pod template, created (dry run) in a namespace that enforces it, is
-admitted by the API server's PodSecurity admission, and its root file system is read-only. (On the real node
-they run there: tests/e2e/test_operator.py and test_helm.py.)"""
+"""The operator's, the dashboard's and JobSet's controller's pods meet Pod Security's ``restricted`` profile,
+from the chart and from the kustomize base and component: each pod template, created (dry run) in a namespace
+that enforces it, is admitted by the API server's PodSecurity admission, and its root file system is
+read-only. (On the real node they run there: tests/e2e/test_operator.py and test_helm.py.)"""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helm_chart import Helm, build_helm, find, kustomize_standalone
+from helm_chart import Helm, build_helm, find, is_jobsets, kustomize_standalone, kustomize_standalone_all
 from test_chart_dashboard import component
 
 from kubetrain.envtest.kubeapi import ApiError, KubeApi
@@ -108,3 +108,19 @@ def test_the_dashboard_components_pod_is_admitted_under_restricted(
 def test_the_standalone_overlays_namespace_enforces_restricted() -> None:
     namespace = find(kustomize_standalone(), "Namespace")
     assert namespace["metadata"]["labels"][ENFORCE] == "restricted"
+
+
+def test_the_charts_jobset_controller_pod_is_admitted_under_restricted(
+    kube_api: KubeApi, restricted: str, helm: Helm
+) -> None:
+    deployment = find(helm.template_dependencies(), "Deployment")
+    assert admission_of(kube_api, restricted, deployment) == "admitted"
+    assert read_only_roots(deployment) == [True]
+
+
+def test_the_standalone_overlays_jobset_controller_pod_is_admitted_under_restricted(
+    kube_api: KubeApi, restricted: str
+) -> None:
+    deployment = find([d for d in kustomize_standalone_all() if is_jobsets(d)], "Deployment")
+    assert admission_of(kube_api, restricted, deployment) == "admitted"
+    assert read_only_roots(deployment) == [True]

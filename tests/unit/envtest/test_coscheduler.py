@@ -26,7 +26,8 @@ def _profile() -> dict[str, object]:
 
 def test_the_scheduler_answers_to_the_name_the_e2e_operator_gang_schedules_with() -> None:
     patches = yaml.safe_load(OVERLAY.read_text())["patches"]
-    overlay_args = [op["value"] for patch in patches for op in yaml.safe_load(patch["patch"])]
+    operator = [p for p in patches if p.get("target") == {"kind": "Deployment", "name": "training-operator"}]
+    overlay_args = [op["value"] for patch in operator for op in yaml.safe_load(patch["patch"])]
 
     assert f"--gang-scheduler-name={coscheduler.SCHEDULER_NAME}" in overlay_args
     assert _profile()["schedulerName"] == coscheduler.SCHEDULER_NAME

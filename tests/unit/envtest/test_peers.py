@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from kubetrain.envtest import peers
 
@@ -51,3 +52,44 @@ def test_the_webhook_configuration_kept_for_the_cert_rotator_matches_no_resource
     [webhook] = peers.noop_webhook_configuration("ns")["webhooks"]
     assert webhook["failurePolicy"] == "Ignore"
     assert [rule["apiGroups"] for rule in webhook["rules"]] == [["peers.kubetrain.invalid"]]
+
+
+TRAINER_LOG = """\
+{"level":"info","msg":"Starting workers","controller":"clustertrainingruntime_controller","worker count":1}
+{"level":"info","msg":"Starting EventSource","controller":"trainjob_controller"}
+"""
+
+
+def test_trainer_is_started_when_its_json_log_says_every_controller_runs_its_workers() -> None:
+    assert peers._started_workers(TRAINER_LOG, ["clustertrainingruntime_controller"])
+    assert not peers._started_workers(TRAINER_LOG, peers.TRAINER_CONTROLLERS)
+
+
+def test_the_trainer_peer_is_pinned_at_v2_3_0_and_builds_its_controller_manager() -> None:
+    tool = peers.TRAINER.tool()
+    assert peers.TRAINER.version() == "v2.3.0"
+    assert tool.package == "github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager"
+
+
+def test_trainer_runs_with_its_cert_management_off_and_the_releases_feature_gates() -> None:
+    config = yaml.safe_load(peers.trainer_configuration(9443, 8081, 10443, None, peers.TRAINER_FEATURE_GATES))
+
+    assert config["certManagement"]["enable"] is False
+    assert config["webhook"] == {"port": 9443, "host": "127.0.0.1"}
+    assert config["metrics"] == {"bindAddress": "0", "secureServing": False}
+    assert config["featureGates"] == {}
+    assert config["statusServer"]["port"] == 10443
+
+
+def test_trainers_webhooks_are_the_releases_sent_to_loopback_for_its_namespace_only() -> None:
+    configurations = peers.trainer_webhook_configurations(9443, b"CA", "trainer-abc")
+
+    assert sorted(c["metadata"]["name"] for c in configurations) == [
+        "defaulter.trainer.kubeflow.org",
+        "validator.trainer.kubeflow.org",
+    ]
+    webhooks = [w for c in configurations for w in c["webhooks"]]
+    assert len(webhooks) == 4
+    for webhook in webhooks:
+        assert webhook["clientConfig"]["url"].startswith("https://127.0.0.1:9443/")
+        assert webhook["namespaceSelector"]["matchExpressions"][0]["values"] == ["trainer-abc"]
