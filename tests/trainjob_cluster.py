@@ -5,19 +5,15 @@ run the real one)."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kubetrain.envtest import binaries
+from kubetrain.envtest import jobset
 from kubetrain.envtest.crds import install_crd_files, install_crds
 from kubetrain.envtest.kubeapi import KubeApi
 from kubetrain.envtest.poddriver import PodDriver
-from kubetrain.envtest.toolchain import find_go
 from kubetrain.frameworks.trainer.builtin import builtin_runtime_documents
 
 T = TypeVar("T")
@@ -25,18 +21,6 @@ CRDS = Path(__file__).resolve().parents[1] / "manifests" / "crds"
 
 TRAINER = "/apis/trainer.kubeflow.org/v1alpha1"
 JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2"
-JOBSET_MODULE = "sigs.k8s.io/jobset@v0.12.0"
-
-
-def jobset_module() -> Path:
-    """The JobSet v0.12.0 module Trainer v2.3.0 requires (its CRD), from Go's module cache (downloaded if
-    it is not there)."""
-    cached = Path(os.environ.get("GOMODCACHE") or Path.home() / "go" / "pkg" / "mod") / JOBSET_MODULE
-    if cached.is_dir():
-        return cached
-    go = find_go(binaries.cache_root())
-    found = subprocess.run([go, "mod", "download", "-json", JOBSET_MODULE], capture_output=True, check=True)
-    return Path(json.loads(found.stdout)["Dir"])
 
 
 def trainjob(name: str, nodes: int = 2) -> dict[str, Any]:
@@ -122,7 +106,7 @@ def install_trainjob_crds(kube_api: KubeApi) -> None:
     """kubetrain's CRDs, JobSet's, and the built-in ClusterTrainingRuntimes, as the operator's chart installs
     them."""
     install_crds(kube_api, CRDS)
-    install_crd_files(kube_api, (jobset_module() / "config" / "components" / "crd" / "bases").glob("*.yaml"))
+    install_crd_files(kube_api, [jobset.crd_path()])
     for document in builtin_runtime_documents():
         path = f"{TRAINER}/clustertrainingruntimes"
         if not kube_api.exists(f"{path}/{document['metadata']['name']}"):

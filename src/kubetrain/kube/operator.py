@@ -309,6 +309,7 @@ class Operator:
             self.metrics,
             threads=self.settings.threads,
             status=status,
+            ca=self.ca,
         )
         trainjobs.add_handler(controller.on_trainjob_change)
         if jobsets is not None:

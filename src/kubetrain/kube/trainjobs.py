@@ -53,6 +53,7 @@ from kubetrain.kube.runtime.store import (
     controller_uid,
     object_key,
 )
+from kubetrain.kube.status.ca_bundle import CaPublisher
 from kubetrain.kube.status.injection import StatusInjection, inject_status_reporting
 
 log = logging.getLogger(__name__)
@@ -108,6 +109,8 @@ class TrainJobController:
     threads: int = 1
     status: StatusInjection | None = None
     """Where trainer pods report their progress; None: the status endpoint is off."""
+    ca: CaPublisher | None = None
+    """Publishes the endpoint's CA in the namespaces the trainer pods read it from."""
     queue: WorkQueue[str] = field(default_factory=WorkQueue)
     _known: dict[str, _Known] = field(default_factory=dict)
 
@@ -191,6 +194,9 @@ class TrainJobController:
 
         applied, refused = 0, None
         try:
+            if decision.apply and self.ca is not None:
+                # Before the JobSet: its trainer pods mount the namespace's CA ConfigMap.
+                await self.ca.ensure(trainjob.namespace)
             for obj in decision.apply:
                 await self._apply(obj, known)
                 applied += 1

@@ -104,7 +104,8 @@ def played_env(api: KubeApi, pod: KubeObject, container: str, root: Path) -> dic
     """The env ``container`` of ``pod`` runs with, as the kubelet would give it: each projected volume it
     mounts made under ``root`` (a token minted for the pod with the audience and lifetime the volume names,
     the ConfigMap items it names), and each variable pointing into a mount pointed at the files under
-    ``root`` instead. Only what the operator renders is supported: plain values, projected volumes."""
+    ``root`` instead. Only what the operators render is supported: plain values, the downward API's
+    metadata fields, projected volumes."""
     spec = pod["spec"]
     [rendered] = [c for c in spec["containers"] if c["name"] == container]
     volumes = {volume["name"]: volume for volume in spec.get("volumes") or []}
@@ -128,12 +129,23 @@ def played_env(api: KubeApi, pod: KubeObject, container: str, root: Path) -> dic
         mounts[mount["mountPath"].rstrip("/")] = directory
     env: dict[str, str] = {}
     for variable in rendered.get("env") or []:
-        value = str(variable["value"])
+        value = str(variable["value"]) if "value" in variable else _field(pod, variable["valueFrom"])
         for mount_path, directory in mounts.items():
             if value.startswith(mount_path + "/"):
                 value = str(directory) + value[len(mount_path) :]
         env[variable["name"]] = value
     return {"PATH": os.environ.get("PATH", ""), **env}
+
+
+def _field(pod: KubeObject, source: dict[str, Any]) -> str:
+    """What the downward API gives a variable: the pod's name, namespace, a label or an annotation (a Job's
+    completion index)."""
+    path = str(source["fieldRef"]["fieldPath"])
+    metadata = pod["metadata"]
+    for prefix, values in (("metadata.labels", "labels"), ("metadata.annotations", "annotations")):
+        if path.startswith(f"{prefix}['"):
+            return str((metadata.get(values) or {}).get(path[len(prefix) + 2 : -2], ""))
+    return str({"metadata.name": metadata["name"], "metadata.namespace": metadata["namespace"]}[path])
 
 
 def _config_map(api: KubeApi, namespace: str, name: str) -> KubeObject:
@@ -168,10 +180,10 @@ def post(url: str, ca: str, body: bytes | dict[str, Any], token: str | None) -> 
 
 
 def trainer_status(
-    api: KubeApi, namespace: str, job: str, plural: str = "pytorchjobs"
+    api: KubeApi, namespace: str, job: str, plural: str = "pytorchjobs", api_version: str = "kubeflow.org/v1"
 ) -> dict[str, Any] | None:
     try:
-        found = api.get(f"/apis/kubeflow.org/v1/namespaces/{namespace}/{plural}/{job}")
+        found = api.get(f"/apis/{api_version}/namespaces/{namespace}/{plural}/{job}")
     except ApiError:
         return None
     status: dict[str, Any] | None = (found.get("status") or {}).get("trainerStatus")

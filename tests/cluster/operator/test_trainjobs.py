@@ -7,17 +7,14 @@ the real JobSet controller running them is the e2e tier's and the peers tier's p
 from __future__ import annotations
 
 import base64
-import json
-import os
-import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from operator_support import StartOperator, eventually
 
-from kubetrain.envtest.crds import install_crds
+from kubetrain.envtest import jobset
+from kubetrain.envtest.crds import install_crd_files
 from kubetrain.envtest.kubeapi import KubeApi
 from kubetrain.frameworks.trainer.builtin import builtin_runtime_documents
 
@@ -29,17 +26,8 @@ JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2"
 
 @pytest.fixture(scope="module")
 def jobset_crd(kube_api: KubeApi) -> None:
-    """JobSet's CRD, from the pinned JobSet module, where the envtest does not serve it yet."""
-    if kube_api.is_ok(f"{JOBSETS}/jobsets"):
-        return
-    found = subprocess.run(
-        ["go", "mod", "download", "-json", "sigs.k8s.io/jobset@v0.12.0"],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, "GOFLAGS": "-mod=mod"},
-    )
-    install_crds(kube_api, Path(json.loads(found.stdout)["Dir"]) / "charts" / "jobset" / "crds")
+    """JobSet's CRD, as envtest's JobSet controller serves it (the controller is not needed here)."""
+    install_crd_files(kube_api, [jobset.crd_path()])
 
 
 @pytest.fixture(scope="module")
