@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import copy
 import os
 import signal
 import subprocess
@@ -44,14 +45,15 @@ from rbac_support import (
 from builders import manifest
 from dashboard_process import running_dashboard
 from kubetrain.api.manifest import parse_job
-from kubetrain.envtest import audit, controlplane, coscheduler
+from kubetrain.envtest import audit, controlplane, coscheduler, jobset
 from kubetrain.envtest.audit import AuditEvent
 from kubetrain.envtest.controlplane import free_port
-from kubetrain.envtest.crds import CRD_PATH, install_crds
+from kubetrain.envtest.crds import CRD_PATH, install_crd_files, install_crds
 from kubetrain.envtest.kubeapi import ApiError, KubeApi, KubeObject
 from kubetrain.envtest.poddriver import PodDriver
 from kubetrain.frameworks.labels import JOB_NAME_LABEL, REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL
 from kubetrain.frameworks.registry import framework_for_kind
+from kubetrain.frameworks.trainer.builtin import builtin_runtime_documents
 from kubetrain.kube.status.injection import CA_CONFIG_MAP
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -69,6 +71,12 @@ SERVER_CHECKS: dict[Permission, str] = {
         ("kubeflow.org", f"{plural}/finalizers", "update"): "blockOwnerDeletion on the job's children"
         for plural in PLURALS
     },
+    ("trainer.kubeflow.org", "trainjobs/finalizers", "update"): "blockOwnerDeletion on a TrainJob's children",
+    (
+        "jobset.x-k8s.io",
+        "jobsets",
+        "create",
+    ): "a server-side apply that creates the JobSet (audited as a patch)",
     ("", "pods/exec", "create"): "RBAC's escalation check on the MPI v1 launcher's Role, which grants it",
     ("", "pods", "get"): "the same check; and the status endpoint reads a pod its cache has not seen yet",
 }
@@ -132,6 +140,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     api = KubeApi.from_kubeconfig(state.kubeconfig)
     try:
         install_crds(api, ROOT / "manifests" / "crds")
+        install_crd_files(api, [jobset.crd_path()])
         api.create(CRD_PATH, pod_group_crd("scheduling.volcano.sh", "v1beta1"))
         coscheduler.install_crds(api)
         eventually(lambda: api.is_ok("/apis/scheduling.volcano.sh/v1beta1/podgroups"), 30, "volcano's API")
@@ -422,6 +431,70 @@ def a_gang_job_gets_its_pod_group_made_kept_and_removed(
     eventually(lambda: not api.exists(group), 30, "the PodGroup deleted on suspend")
 
 
+TRAINER = "/apis/trainer.kubeflow.org/v1alpha1"
+APPLY_PATCH = "application/apply-patch+yaml"
+
+
+def trainjob(name: str, runtime: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": name, "namespace": JOBS},
+        "spec": {"runtimeRef": {"name": runtime}, **spec},
+    }
+
+
+def trainjobs_get_their_jobsets_snapshots_keys_and_hostfiles_then_fail_their_deadline(api: KubeApi) -> None:
+    """An MPI TrainJob's runtime snapshot, SSH Secret (read, then applied), hostfile and JobSet; its status
+    patched; then one whose deadline passes has its JobSet deleted."""
+    for document in builtin_runtime_documents():
+        api.create(f"{TRAINER}/clustertrainingruntimes", document)
+    api.create(f"{TRAINER}/namespaces/{JOBS}/trainjobs", trainjob("tj-mpi", "deepspeed-distributed"))
+    jobsets = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{JOBS}/jobsets"
+    eventually(lambda: api.get_or_none(f"{jobsets}/tj-mpi"), 30, "tj-mpi's JobSet")
+    assert api.exists(f"/api/v1/namespaces/{JOBS}/secrets/tj-mpi-mpi-ssh-auth")
+    api.create(
+        f"{TRAINER}/namespaces/{JOBS}/trainjobs", trainjob("tj-late", "torch-distributed", suspend=True)
+    )
+    eventually(lambda: api.get_or_none(f"{jobsets}/tj-late"), 30, "tj-late's JobSet")
+    api.patch(f"{TRAINER}/namespaces/{JOBS}/trainjobs/tj-late", {"spec": {"suspend": False}})
+    api.delete(f"{TRAINER}/namespaces/{JOBS}/trainjobs/tj-late")
+    late = trainjob("tj-late2", "torch-distributed", activeDeadlineSeconds=2)
+    api.create(f"{TRAINER}/namespaces/{JOBS}/trainjobs", late)
+    eventually(
+        lambda: any(
+            c["type"] == "Failed"
+            for c in api.get(f"{TRAINER}/namespaces/{JOBS}/trainjobs/tj-late2")
+            .get("status", {})
+            .get("conditions", [])
+        ),
+        60,
+        "tj-late2 failed at its deadline",
+    )
+    eventually(lambda: not api.exists(f"{jobsets}/tj-late2"), 60, "tj-late2's JobSet deleted")
+
+
+def trainjobs_on_gang_runtimes_get_their_pod_groups(api: KubeApi) -> None:
+    """A TrainJob on a runtime with a coscheduling, then a Volcano, policy: its PodGroup read, then made."""
+    base = next(d for d in builtin_runtime_documents() if d["metadata"]["name"] == "torch-distributed")
+    for policy, group_path in (
+        ("coscheduling", "/apis/scheduling.x-k8s.io/v1alpha1"),
+        ("volcano", "/apis/scheduling.volcano.sh/v1beta1"),
+    ):
+        runtime = copy.deepcopy(base)
+        runtime["metadata"]["name"] = f"torch-{policy}"
+        runtime["spec"]["podGroupPolicy"] = {policy: {}}
+        api.create(f"{TRAINER}/clustertrainingruntimes", runtime)
+        api.create(f"{TRAINER}/namespaces/{JOBS}/trainjobs", trainjob(f"tj-{policy}", f"torch-{policy}"))
+        eventually(
+            lambda group=group_path, name=f"tj-{policy}": api.get_or_none(  # type: ignore[misc]
+                f"{group}/namespaces/{JOBS}/podgroups/{name}"
+            ),
+            30,
+            f"tj-{policy}'s PodGroup",
+        )
+
+
 def an_mpi_v1_launcher_gets_its_account_role_and_config(api: KubeApi, driver: PodDriver) -> None:
     """Its ServiceAccount, Role and RoleBinding, its config kept current; and a short one TTL-deleted."""
     short = manifest("MPIJob", {"Launcher": 1, "Worker": 1}, name="v1-short", namespace=JOBS)
@@ -493,6 +566,7 @@ def operator_requests(cluster: Cluster) -> list[AuditEvent]:
                 a_crash_looping_reporter_gets_its_history_updated_and_its_warning_counted(api, driver, port)
                 an_elastic_job_gets_its_hpa_made_changed_and_removed(api)
                 an_mpi_launcher_is_keyed_suspended_resumed_and_restarted_when_silent(api, driver, port)
+                trainjobs_get_their_jobsets_snapshots_keys_and_hostfiles_then_fail_their_deadline(api)
             for scheduler, group_path in (
                 ("volcano", "/apis/scheduling.volcano.sh/v1beta1"),
                 ("scheduler-plugins-scheduler", "/apis/scheduling.x-k8s.io/v1alpha1"),
@@ -501,6 +575,8 @@ def operator_requests(cluster: Cluster) -> list[AuditEvent]:
                     identity, logs / f"operator-{scheduler}.log", "--gang-scheduler-name", scheduler
                 ):
                     a_gang_job_gets_its_pod_group_made_kept_and_removed(api, scheduler, group_path)
+            with operator(identity, logs / "operator-trainer-gangs.log"):
+                trainjobs_on_gang_runtimes_get_their_pod_groups(api)
             swap_to_the_v1_mpijob_crd(cluster)
             with operator(identity, logs / "operator-mpi-v1.log", "--mpi-api", "v1"):
                 an_mpi_v1_launcher_gets_its_account_role_and_config(api, driver)
@@ -583,6 +659,22 @@ def test_without_update_on_a_kinds_finalizers_the_operator_may_not_create_its_jo
     assert "blockOwnerDeletion" in str(refused.value)
 
 
+def test_without_create_on_jobsets_the_operators_apply_of_a_new_jobset_is_refused(cluster: Cluster) -> None:
+    path = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{JOBS}/jobsets/applied?fieldManager=trainer&dryRun=All"
+    body = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "applied"},
+        "spec": {"replicatedJobs": []},
+    }
+    with operator_identity(cluster) as full:
+        assert full.patch(path, body, APPLY_PATCH)["metadata"]["name"] == "applied"
+    without = ("jobset.x-k8s.io", "jobsets", "create")
+    with identity_without(cluster, without) as reduced, pytest.raises(ApiError) as refused:
+        reduced.patch(path, body, APPLY_PATCH)
+    assert refused.value.code == 403
+
+
 def mpi_v1_launcher_role() -> KubeObject:
     """The Role the operator gives an MPI v1 job's launcher (pods get, list, watch; exec into its workers)."""
     job = parse_job(manifest("MPIJob", {"Launcher": 1, "Worker": 2}, name="escalation", namespace=JOBS))
@@ -607,6 +699,10 @@ def test_without_what_the_mpi_launchers_role_grants_the_operator_may_not_create_
 def test_every_permission_the_api_server_checks_for_the_operator_is_shown_needed_above() -> None:
     shown = {("kubeflow.org", f"{plural}/finalizers", "update") for _, plural, _ in SHORT_JOBS}
     shown |= {("", "pods/exec", "create"), ("", "pods", "get")}
+    shown |= {
+        ("trainer.kubeflow.org", "trainjobs/finalizers", "update"),
+        ("jobset.x-k8s.io", "jobsets", "create"),
+    }
     assert shown == set(SERVER_CHECKS)
 
 
