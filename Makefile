@@ -213,6 +213,8 @@ manifests: $(STAMP)
 	$(BIN)/kubetrain manifests crds --output-dir charts/kubetrain/files/crds
 	$(BIN)/kubetrain manifests crds --mpi-api v1 --kind MPIJob --output-dir charts/kubetrain/files/crds-mpijob-v1
 	$(BIN)/kubetrain manifests api-reference --update docs/api.md
+	rm -f manifests/runtimes/*.yaml
+	cp src/kubetrain/frameworks/trainer/runtimes/*.yaml manifests/runtimes/
 
 # The job commands' reference in docs/cli.md, from their --help, and the `kubetrain plan` outputs shown in
 # docs/frameworks/; unit tests fail when either is stale.

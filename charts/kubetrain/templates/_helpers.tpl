@@ -33,7 +33,7 @@ control-plane: kubeflow-training-operator
 
 {{/*
 The --enable-scheme list when operator.enabledSchemes is empty: the kinds of the CRDs the chart installs,
-the MPIJob of mpiJobAPI included. (The operator's own default is the kubeflow.org/v1 kinds, which would leave
+the MPIJob of mpiJobAPI and Kubeflow Trainer v2's TrainJob included. (The operator's own default is the kubeflow.org/v1 kinds, which would leave
 v2beta1 MPIJobs unreconciled.) Names as `kubetrain operator --enable-scheme` takes them.
 */}}
 {{- define "kubetrain.enabledSchemes" -}}
@@ -41,6 +41,7 @@ v2beta1 MPIJobs unreconciled.) Names as `kubetrain operator --enable-scheme` tak
 {{- if and (not $schemes) .Values.crds.install -}}
 {{- $schemes = list "pytorchjob" "tfjob" "xgboostjob" "paddlejob" "jaxjob" "mxjob" -}}
 {{- $schemes = append $schemes (ternary "mpijob" "mpijob-v2beta1" (eq .Values.mpiJobAPI "v1")) -}}
+{{- $schemes = append $schemes "trainjob" -}}
 {{- end -}}
 {{- toJson (default (list) $schemes) -}}
 {{- end -}}

@@ -240,6 +240,12 @@ def operator(
     resync_period: float = typer.Option(
         300.0, "--resync-period", min=1.0, help="Seconds between reconciles of every job, changed or not."
     ),
+    install_builtin_runtimes: bool = typer.Option(
+        True,
+        "--install-builtin-runtimes/--no-install-builtin-runtimes",
+        help="Create Kubeflow Trainer v2.3.0's built-in ClusterTrainingRuntimes (torch-distributed, ...) "
+        "when missing, as the leader starts; one edited or deleted later is left so.",
+    ),
     max_replicas_per_type: int = typer.Option(
         DEFAULT_MAX_REPLICAS_PER_TYPE,
         "--max-replicas-per-type",
@@ -321,6 +327,7 @@ def operator(
         frameworks=enabled_frameworks(enable_scheme, mpi_api),
         frameworks_required=bool(enable_scheme),
         trainer_api=trainer_api_enabled(enable_scheme),
+        install_builtin_runtimes=install_builtin_runtimes,
         namespace=namespace or None,
         render=RenderSettings(
             gang_scheduler=gang_scheduler_name or None,

@@ -91,6 +91,8 @@ class OperatorSettings:
     """The status endpoint; None turns it off (and ``render.status`` must then be None too)."""
     trainer_api: bool = True
     """Serve Kubeflow Trainer v2's TrainJob (``trainer.kubeflow.org/v1alpha1``) beside the v1 kinds."""
+    install_builtin_runtimes: bool = False
+    """Create Trainer's built-in ClusterTrainingRuntimes that are missing, as this replica starts leading."""
 
 
 class MissingCrdError(Exception):
@@ -379,6 +381,8 @@ class Operator:
         """The leader's work: every controller's workers and its periodic resync."""
         self.metrics.is_leader.set(1)
         try:
+            if self.trainjobs is not None and self.settings.install_builtin_runtimes:
+                await self.trainjobs.install_builtin_runtimes()
             work = []
             for controller in self._all_controllers():
                 controller.enqueue_all()

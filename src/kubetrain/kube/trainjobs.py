@@ -30,6 +30,7 @@ from kubetrain.api.trainer import (
 )
 from kubetrain.engine.trainjob import MAX_EVENT_DETAIL, TrainJobObservation, reconcile_trainjob
 from kubetrain.engine.trainjob_plan import runtime_key, snapshot_name
+from kubetrain.frameworks.trainer.builtin import builtin_runtime_documents
 from kubetrain.frameworks.trainer.constants import (
     ANCESTOR_TRAINER,
     FIELD_OWNER,
@@ -252,6 +253,24 @@ class TrainJobController:
             known.pod_group = await self._exists(
                 object_path(api, "PodGroup", trainjob.namespace, trainjob.name)
             )
+
+    async def install_builtin_runtimes(self) -> None:
+        """Create each of Trainer's built-in ClusterTrainingRuntimes the cache does not hold (once, as this
+        replica starts leading: one edited or deleted afterwards is the cluster's choice, left so)."""
+        collection = f"/apis/{API_VERSION}/clustertrainingruntimes"
+        for document in builtin_runtime_documents():
+            name = str(document["metadata"]["name"])
+            if self.stores.cluster_runtimes.get_named(None, name) is not None:
+                continue
+            response = await self.http.post(collection, json=document)
+            if response.status_code == 409:
+                continue
+            try:
+                raise_for_status(response, response.content)
+            except ApiStatusError as error:
+                log.warning("the built-in ClusterTrainingRuntime %s could not be created: %s", name, error)
+                continue
+            log.info("created the built-in ClusterTrainingRuntime %s", name)
 
     async def _get(self, path: str) -> dict[str, Any] | None:
         response = await self.http.get(path)

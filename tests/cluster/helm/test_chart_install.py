@@ -166,7 +166,7 @@ def test_helm_installs_upgrades_and_uninstalls_the_chart_keeping_the_crds(
     assert uninstall.returncode == 0, uninstall.stderr
     deployments = jsonpath(private_cluster, "-n", "kubeflow", "deployments", "-o", "name")
     crds = jsonpath(private_cluster, "crd", "-o", "name")
-    assert (deployments, crds.count(".kubeflow.org")) == ("", 7)
+    assert (deployments, crds.count(".kubeflow.org")) == ("", 10), "the seven kinds and Trainer's three"
 
 
 def free_port() -> int:

@@ -77,6 +77,7 @@ def test_default_values_give_the_operators_default_flags(default: list[dict[str,
         "--kube-api-qps=200",
         "--kube-api-burst=400",
         "--resync-period=300",
+        "--install-builtin-runtimes",
         "--max-replicas-per-type=5000",
         "--max-replicas-per-job=10000",
         "--gc-young-threshold=10000",
@@ -100,16 +101,18 @@ def test_by_default_the_operator_reconciles_the_kinds_of_the_crds_the_chart_inst
 ) -> None:
     rendered = helm.template(f"--set=mpiJobAPI={mpi_api}")
     served = [
-        framework_for_kind(f"{crd['spec']['group']}/{version['name']}", crd["spec"]["names"]["kind"])
+        framework_for_kind(
+            f"{crd['spec']['group']}/{version['name']}", crd["spec"]["names"]["kind"]
+        ).scheme_name
         for crd in rendered
-        if crd["kind"] == "CustomResourceDefinition"
+        if crd["kind"] == "CustomResourceDefinition" and crd["spec"]["group"] == "kubeflow.org"
         for version in crd["spec"]["versions"]
         if version["served"]
     ]
     schemes = [
         a.removeprefix("--enable-scheme=") for a in operator_args(rendered) if a.startswith("--enable")
     ]
-    assert sorted(schemes) == sorted(framework.scheme_name for framework in served)
+    assert sorted(schemes) == sorted([*served, "trainjob"]), "Trainer's three CRDs serve one kind, TrainJob"
 
 
 def test_without_the_charts_crds_the_operator_keeps_its_own_default_kinds(helm: Helm) -> None:
@@ -127,6 +130,7 @@ def test_non_default_values_become_the_operators_flags(non_default: list[dict[st
         "--kube-api-qps=25",
         "--kube-api-burst=80",
         "--resync-period=60",
+        "--install-builtin-runtimes",
         "--max-replicas-per-type=64",
         "--max-replicas-per-job=128",
         "--gc-young-threshold=0",
@@ -165,10 +169,13 @@ def test_the_probes_call_the_health_port(non_default: list[dict[str, Any]]) -> N
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
 
 
-def test_the_default_mpijob_crd_is_v2beta1_among_the_seven_kinds(default: list[dict[str, Any]]) -> None:
+def test_the_default_mpijob_crd_is_v2beta1_among_the_seven_kinds_and_trainers_three(
+    default: list[dict[str, Any]],
+) -> None:
     crds = [d for d in default if d["kind"] == "CustomResourceDefinition"]
     assert sorted(c["spec"]["names"]["kind"] for c in crds) == [
-        "JAXJob", "MPIJob", "MXJob", "PaddleJob", "PyTorchJob", "TFJob", "XGBoostJob",
+        "ClusterTrainingRuntime", "JAXJob", "MPIJob", "MXJob", "PaddleJob", "PyTorchJob", "TFJob",
+        "TrainJob", "TrainingRuntime", "XGBoostJob",
     ]  # fmt: skip
     mpijob = find(default, "CustomResourceDefinition", "mpijobs.kubeflow.org")
     assert [v["name"] for v in mpijob["spec"]["versions"]] == ["v2beta1"]

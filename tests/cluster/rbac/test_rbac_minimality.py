@@ -445,10 +445,12 @@ def trainjob(name: str, runtime: str, **spec: Any) -> dict[str, Any]:
 
 
 def trainjobs_get_their_jobsets_snapshots_keys_and_hostfiles_then_fail_their_deadline(api: KubeApi) -> None:
-    """An MPI TrainJob's runtime snapshot, SSH Secret (read, then applied), hostfile and JobSet; its status
-    patched; then one whose deadline passes has its JobSet deleted."""
+    """Trainer's built-in runtimes created by the operator; an MPI TrainJob's runtime snapshot, SSH Secret
+    (read, then applied), hostfile and JobSet; its status patched; then one whose deadline passes has its
+    JobSet deleted."""
     for document in builtin_runtime_documents():
-        api.create(f"{TRAINER}/clustertrainingruntimes", document)
+        name = document["metadata"]["name"]
+        eventually(lambda n=name: api.exists(f"{TRAINER}/clustertrainingruntimes/{n}"), 30, f"runtime {name}")
     api.create(f"{TRAINER}/namespaces/{JOBS}/trainjobs", trainjob("tj-mpi", "deepspeed-distributed"))
     jobsets = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{JOBS}/jobsets"
     eventually(lambda: api.get_or_none(f"{jobsets}/tj-mpi"), 30, "tj-mpi's JobSet")

@@ -109,7 +109,7 @@ def test_the_default_values_meet_the_values_schema() -> None:
 
 def test_the_schema_accepts_exactly_the_operators_scheme_names() -> None:
     schemes = values_schema()["properties"]["operator"]["properties"]["enabledSchemes"]["items"]["enum"]
-    assert sorted(schemes) == sorted(framework.scheme_name for framework in FRAMEWORKS)
+    assert sorted(schemes) == sorted([*(framework.scheme_name for framework in FRAMEWORKS), "trainjob"])
 
 
 def test_the_schema_describes_every_default_value() -> None:
@@ -125,3 +125,11 @@ def test_the_schema_describes_every_default_value() -> None:
 
     undescribed = paths(yaml.safe_load((CHART / "values.yaml").read_text()), values_schema(), "")
     assert not undescribed
+
+
+@pytest.mark.parametrize("directory", [ROOT / "manifests" / "runtimes"])
+def test_the_installed_runtimes_are_the_packages_built_in_ones(directory: Path) -> None:
+    package = ROOT / "src" / "kubetrain" / "frameworks" / "trainer" / "runtimes"
+    expected = {path.name: path.read_text() for path in package.glob("*.yaml")}
+    found = {path.name: path.read_text() for path in directory.glob("*.yaml")}
+    assert found == expected, f"{directory.relative_to(ROOT)} is out of date; run `make manifests`"
