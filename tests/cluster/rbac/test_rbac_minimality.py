@@ -448,9 +448,12 @@ def trainjobs_get_their_jobsets_snapshots_keys_and_hostfiles_then_fail_their_dea
     """Trainer's built-in runtimes created by the operator; an MPI TrainJob's runtime snapshot, SSH Secret
     (read, then applied), hostfile and JobSet; its status patched; then one whose deadline passes has its
     JobSet deleted."""
-    for document in builtin_runtime_documents():
-        name = document["metadata"]["name"]
-        eventually(lambda n=name: api.exists(f"{TRAINER}/clustertrainingruntimes/{n}"), 30, f"runtime {name}")
+
+    def installed() -> bool:
+        names = {d["metadata"]["name"] for d in builtin_runtime_documents()}
+        return all(api.exists(f"{TRAINER}/clustertrainingruntimes/{name}") for name in names)
+
+    eventually(installed, 30, "the built-in runtimes the operator creates")
     api.create(f"{TRAINER}/namespaces/{JOBS}/trainjobs", trainjob("tj-mpi", "deepspeed-distributed"))
     jobsets = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{JOBS}/jobsets"
     eventually(lambda: api.get_or_none(f"{jobsets}/tj-mpi"), 30, "tj-mpi's JobSet")
