@@ -8,7 +8,6 @@ enqueues the job again.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from dataclasses import dataclass, replace
@@ -30,9 +29,10 @@ from kubetrain.kube.metrics import OperatorMetrics
 from kubetrain.kube.observe import ContainerKey, PodObservations, observe, replica_identity, with_last_lines
 from kubetrain.kube.previous_logs import PreviousLogs
 from kubetrain.kube.runtime.expectations import Expectations, expectation_key
-from kubetrain.kube.runtime.queue import QueueShutDownError, WorkQueue
+from kubetrain.kube.runtime.queue import WorkQueue
 from kubetrain.kube.runtime.reflector import strip_managed_fields
 from kubetrain.kube.runtime.store import ChangeType, KubeObject, ObjectChange, Store, object_key
+from kubetrain.kube.runtime.workers import run_workers
 
 log = logging.getLogger(__name__)
 outcomes = logging.getLogger("kubetrain.reconcile")
@@ -118,28 +118,14 @@ class JobController:
     # --- workers --------------------------------------------------------------------------------
 
     async def run_workers(self) -> None:
-        await asyncio.gather(*(self._work() for _ in range(self._threads)))
+        await run_workers(self.queue, self.reconcile, self._failed, self._threads, on_take=self._count_queued)
 
-    async def _work(self) -> None:
-        while True:
-            try:
-                key = await self.queue.get()
-            except QueueShutDownError:
-                return
-            self._metrics.queue_depth.labels(kind=self.kind).set(len(self.queue))
-            try:
-                requeue_after = await self.reconcile(key)
-            except Exception as error:
-                self._metrics.reconcile_errors.labels(kind=self.kind).inc()
-                delay = self.queue.next_backoff(key)
-                self.queue.add_after(key, delay)
-                _log_outcome(self.kind, key, "error", error=str(error), retry_in=round(delay, 3))
-            else:
-                self.queue.forget(key)
-                if requeue_after is not None:
-                    self.queue.add_after(key, requeue_after)
-            finally:
-                self.queue.done(key)
+    def _count_queued(self) -> None:
+        self._metrics.queue_depth.labels(kind=self.kind).set(len(self.queue))
+
+    def _failed(self, key: str, error: Exception, retry_in: float) -> None:
+        self._metrics.reconcile_errors.labels(kind=self.kind).inc()
+        _log_outcome(self.kind, key, "error", error=str(error), retry_in=round(retry_in, 3))
 
     def _expectations_satisfied(self, key: str) -> bool:
         return all(
