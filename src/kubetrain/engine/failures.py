@@ -165,10 +165,10 @@ class FailureRecord:
         except (KeyError, TypeError, ValueError):
             return None
 
-    def ended_replicas(self) -> tuple[ReplicaFailure, ...]:
-        """Each kept replica's latest failure, the first one's first: what ``kubetrain logs`` shows."""
-        first = [f for f in self.latest if f.replica == self.first.replica]
-        return (*first, *(f for f in self.latest if f.replica != self.first.replica))
+    def failures(self) -> tuple[ReplicaFailure, ...]:
+        """The first failure, then each kept replica's latest (the first replica's too when it failed again):
+        what ``kubetrain logs`` prints of replicas whose pods are gone."""
+        return (self.first, *(f for f in self.latest if not f.same_run(self.first)))
 
 
 # --- what failed ------------------------------------------------------------------------------------------
