@@ -1,5 +1,5 @@
-"""``kubetrain run`` keeps which replica failed first, and how, in the run's record: ``describe --local`` shows
-it at the top and the SDK returns it, as on a cluster; the first failure is one Warning event."""
+"""``kubetrain run`` keeps which replica failed first, and how, in the run's record: ``describe --local``
+shows it at the top and the SDK returns it, as on a cluster; the first failure is one Warning event."""
 
 from __future__ import annotations
 
