@@ -278,7 +278,9 @@ def test_a_failed_runs_first_failure_is_under_its_diagnosis_with_its_exit_code_a
     panel = page.locator("#first-failure")
 
     expect(panel).to_contain_text("First failure")
-    expect(panel).to_contain_text("master-0 container pytorch exited with code 1 (Error) (pod fails-master-0)")
+    expect(panel).to_contain_text(
+        "master-0 container pytorch exited with code 1 (Error) (pod fails-master-0)"
+    )
     expect(panel.locator("pre")).to_have_text("epoch 3\nloss is nan")
     top = page.locator("#first-failure").bounding_box()
     below = page.locator("#progress").bounding_box()

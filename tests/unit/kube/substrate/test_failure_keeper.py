@@ -63,7 +63,8 @@ class Cluster:
         return httpx2.Response(201, json=body)
 
     def _version_of(self, name: str) -> str | None:
-        return (self.config_maps.get(name) or {}).get("metadata", {}).get("resourceVersion")
+        version = (self.config_maps.get(name) or {}).get("metadata", {}).get("resourceVersion")
+        return None if version is None else str(version)
 
     def http(self) -> httpx2.AsyncClient:
         return httpx2.AsyncClient(transport=httpx2.MockTransport(self.handle), base_url="https://api")
