@@ -198,6 +198,8 @@ def _failure_of(
     job: TrainingJob, framework: Framework[Any], replica: ObservedReplica, now: datetime
 ) -> ReplicaFailure | None:
     ended = [c for c in replica.containers if _failed(c)]
+    if not ended and replica.phase is not Phase.FAILED:
+        return None  # the common case, on every reconcile of a big job: nothing to name
     pod = framework.pod_name(job, replica.replica_type, replica.index)
     if ended:
         container = max(ended, key=lambda c: (c.last_finished_at is not None, c.last_finished_at or now))
@@ -215,20 +217,18 @@ def _failure_of(
             lines=kept_lines(container.last_lines or container.last_message or ""),
             timed=container.last_finished_at is not None,
         )
-    if replica.phase is Phase.FAILED:
-        return ReplicaFailure(
-            replica_type=replica.replica_type,
-            index=replica.index,
-            pod=pod,
-            at=now,
-            exit_code=replica.exit_code,
-            reason=replica.reason or "Failed",
-            message=_cut(replica.message),
-            node=replica.node,
-            restart_count=replica.restart_count,
-            timed=False,
-        )
-    return None
+    return ReplicaFailure(
+        replica_type=replica.replica_type,
+        index=replica.index,
+        pod=pod,
+        at=now,
+        exit_code=replica.exit_code,
+        reason=replica.reason or "Failed",
+        message=_cut(replica.message),
+        node=replica.node,
+        restart_count=replica.restart_count,
+        timed=False,
+    )
 
 
 def _failed(container: ObservedContainer) -> bool:
