@@ -25,6 +25,7 @@ from kubetrain.frameworks.addressing import ClusterAddressing
 from kubetrain.frameworks.base import Framework
 from kubetrain.frameworks.labels import JOB_NAME_LABEL, OPERATOR_NAME_LABEL
 from kubetrain.kube.act import Actor, Target
+from kubetrain.kube.failures import FailureKeeper
 from kubetrain.kube.metrics import OperatorMetrics
 from kubetrain.kube.observe import ContainerKey, PodObservations, observe, replica_identity, with_last_lines
 from kubetrain.kube.previous_logs import PreviousLogs
@@ -37,6 +38,8 @@ from kubetrain.kube.runtime.workers import run_workers
 log = logging.getLogger(__name__)
 outcomes = logging.getLogger("kubetrain.reconcile")
 
+FAILURE_RECORD_RETRY = 5.0
+"""Seconds until a job whose failure record could not be read is reconciled again."""
 REMEMBERED_FROM_PODS = 100
 """A job of this many pods or more keeps its pods' observations between reconciles (``PodObservations``)."""
 
@@ -68,6 +71,7 @@ class JobController:
         threads: int = 1,
         addressing: ClusterAddressing | None = None,
         previous_logs: PreviousLogs | None = None,
+        failures: FailureKeeper | None = None,
     ) -> None:
         self.framework = framework
         self.jobs = jobs
@@ -80,6 +84,8 @@ class JobController:
         self._threads = max(1, threads)
         self._addressing = addressing or ClusterAddressing()
         self._previous_logs = previous_logs
+        self._failures = failures
+        """Keeps each job's first failure in ``<job>-failure``; None: not kept."""
         self._remembered: dict[str, PodObservations] = {}
         """By job key, for jobs of at least ``REMEMBERED_FROM_PODS`` pods: what observing costs a small job
         is not worth the memory of keeping it for the thousands of jobs a cluster may hold."""
@@ -96,6 +102,8 @@ class JobController:
         if change.type is ChangeType.DELETED:
             self._expectations.delete_prefix(f"{key}/")
             self._actor.forget(_uid(change.object))
+            if self._failures is not None:
+                self._failures.forget(_uid(change.object))
         elif only_a_progress_report(change):
             return
         self.queue.add(key)
@@ -217,6 +225,10 @@ class JobController:
         target = Target(
             key, stored, planned, self.framework, pod_group, autoscaler, running_hosts, tuple(batch_jobs)
         )
+        # Before the Decision is carried out: the failed pods' lines are read while they are still there.
+        retry_failures_in = await self._keep_failures(
+            key, stored, job, decision.admitted is not None, observation, now
+        )
         outcome = await self._actor.carry_out(target, decision)
         if outcome.written_job is not None:
             # The write's answer is fresher than the cache; the watch event carrying it changes nothing.
@@ -240,7 +252,27 @@ class JobController:
             requeue_after=decision.requeue_after,
             duration_ms=round(elapsed * 1000, 1),
         )
+        if retry_failures_in is not None:
+            return min(retry_failures_in, decision.requeue_after or retry_failures_in)
         return decision.requeue_after
+
+    async def _keep_failures(
+        self,
+        key: str,
+        stored: KubeObject,
+        job: TrainingJob,
+        admitted: bool,
+        observation: Observation,
+        now: datetime,
+    ) -> float | None:
+        """Keep the job's failure record current (``kube.failures``); when to look again if that failed."""
+        if self._failures is None or not admitted:
+            return None
+        try:
+            return await self._failures.keep(stored, job, self.framework, observation.replicas, now)
+        except Exception as error:  # reading the record failed: the reconcile goes on, and is retried later
+            _log_outcome(self.kind, key, "failure record not kept", error=str(error))
+            return FAILURE_RECORD_RETRY
 
     def _with_crash_output(
         self, key: str, job: TrainingJob, observation: Observation, pods: list[KubeObject], now: datetime

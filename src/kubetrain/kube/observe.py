@@ -219,6 +219,7 @@ def _observed_container(
         None,
         None if memory is None else str(memory),
         int(status.get("restartCount") or 0),
+        parse_time(ended.get("finishedAt")),
     )
 
 
@@ -250,6 +251,7 @@ def observe_pod(
         containers=observed_containers(pod),
         unschedulable=unschedulable_message(conditions),
         placed=bool((pod.get("spec") or {}).get("nodeName")),
+        node=(pod.get("spec") or {}).get("nodeName") or None,
         ready_since=ready_since(conditions),
         gang_scheduled=gang_scheduled(pod),
     )

@@ -38,6 +38,7 @@ from kubetrain.kube.batch_jobs import batch_job_template
 from kubetrain.kube.compact import compact_batch_job, compact_object, compact_pod, compact_service
 from kubetrain.kube.controller import ChildStores, JobController, child_routing
 from kubetrain.kube.events import EventRecorder
+from kubetrain.kube.failures import FailureKeeper
 from kubetrain.kube.health import check_route, metrics_route, serve_http
 from kubetrain.kube.metrics import OperatorMetrics
 from kubetrain.kube.previous_logs import PreviousLogs
@@ -139,6 +140,8 @@ class Operator:
         self.events = EventRecorder(event_writes, busy=self._busy)
         self.actor: Actor | None = None
         self.previous_logs: PreviousLogs | None = None
+        self.failures: FailureKeeper | None = None
+        """Keeps each job's first failure (``<job>-failure``)."""
         self.informers: list[Informer] = []
         self.controllers: list[JobController] = []
         self.trainjobs: TrainJobController | None = None
@@ -212,6 +215,7 @@ class Operator:
         )
         addressing = ClusterAddressing(cluster_domain=settings.cluster_domain)
         previous_logs = self.previous_logs = PreviousLogs(self.client.http)
+        failures = self.failures = FailureKeeper(self.client.http, self.writes, self.events)
         actor = self.actor = Actor(
             self.writes,
             self.expectations,
@@ -249,6 +253,7 @@ class Operator:
                 settings.threads,
                 addressing,
                 previous_logs,
+                failures,
             )
             jobs.add_handler(controller.on_job_change)
             self.controllers.append(controller)
