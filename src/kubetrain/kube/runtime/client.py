@@ -142,7 +142,8 @@ def collection_path(resource: type[Resource], namespace: str | None = None) -> s
 
 
 class ApiListWatch:
-    """List and watch one kind as raw JSON, narrowed to a namespace (None: all) and selectors."""
+    """List and watch one kind as raw JSON, narrowed to a namespace (None: all) and selectors; with ``kept``,
+    each object decoded straight to what the cache keeps of it (``wire.KeptFields``)."""
 
     def __init__(
         self,
@@ -152,8 +153,10 @@ class ApiListWatch:
         namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        kept: wire.KeptFields[Any] | None = None,
     ) -> None:
         self._http = http
+        self._kept = kept
         info = api_info(resource)
         self._kind = str(info.resource.kind)
         self._api_version = str(info.resource.api_version)
@@ -170,14 +173,21 @@ class ApiListWatch:
             params["continue"] = continue_token
         response = await self._http.get(self.path, params=params)
         raise_for_status(response, response.content)
-        body = wire.decode(response.content)
-        for item in body.get("items") or []:
+        page = self._kept.list_page(response.content) if self._kept is not None else None
+        if page is None:
+            body = wire.decode(response.content)
+            metadata = body.get("metadata") or {}
+            items: list[dict[str, Any]] = body.get("items") or []
+            version, continue_token = str(metadata.get("resourceVersion", "")), metadata.get("continue")
+        else:
+            items, version, continue_token = page
+        for item in items:
             # List items come without kind/apiVersion; give them what watch events carry.
             item.setdefault("kind", self._kind)
             item.setdefault("apiVersion", self._api_version)
-        metadata = body.get("metadata") or {}
-        version = str(metadata.get("resourceVersion", ""))
-        return ListPage(body.get("items") or [], version, metadata.get("continue"))
+        if page is None and self._kept is not None:
+            items = [self._kept.fallback(item) for item in items]
+        return ListPage(items, version, continue_token)
 
     async def watch(self, *, resource_version: str, timeout_seconds: int) -> AsyncGenerator[WatchEvent, None]:
         params: dict[str, str | int] = {
@@ -193,6 +203,10 @@ class ApiListWatch:
             if response.status_code >= 400:
                 raise_for_status(response, await response.aread())
             async for line in response.aiter_lines():
-                if line.strip():
-                    event: dict[str, Any] = wire.decode(line)
-                    yield WatchEvent(str(event.get("type")), event.get("object") or {})
+                if not line.strip():
+                    continue
+                if self._kept is not None:
+                    yield WatchEvent(*self._kept.event(line))
+                    continue
+                event: dict[str, Any] = wire.decode(line)
+                yield WatchEvent(str(event.get("type")), event.get("object") or {})

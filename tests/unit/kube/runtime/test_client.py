@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
+from typing import Any
 
 import httpx2
+import msgspec
 import pytest
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.core_v1 import Pod
@@ -14,6 +16,7 @@ from lightkube.resources.core_v1 import Pod
 from kubetrain.kube.runtime.client import ApiListWatch, ApiStatusError, collection_path
 from kubetrain.kube.runtime.http import TokenBucket
 from kubetrain.kube.runtime.reflector import ResourceExpiredError
+from kubetrain.kube.runtime.wire import KeptFields
 
 from .fakes import FakeClock, settle
 
@@ -163,3 +166,47 @@ async def test_a_plain_forbidden_answer_is_not_a_terminating_namespace() -> None
     with pytest.raises(ApiStatusError) as caught:
         await source.list_page(limit=10, continue_token=None)
     assert not caught.value.namespace_terminating
+
+
+class Named(msgspec.Struct):
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+def as_named(obj: dict[str, Any]) -> dict[str, Any]:
+    return {"metadata": {"name": obj["metadata"]["name"]}, "kind": obj["kind"], "general": True}
+
+
+NAMED = KeptFields(Named, lambda item: {"metadata": {"name": item.metadata["name"]}}, as_named)
+
+
+class Strict(msgspec.Struct, forbid_unknown_fields=True):
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+async def test_with_kept_fields_a_list_holds_what_is_kept_with_kind_and_api_version() -> None:
+    body = {"metadata": {"resourceVersion": "7"}, "items": [{"metadata": {"name": "a", "uid": "u"}}]}
+    source = ApiListWatch(mock_client(lambda _: httpx2.Response(200, json=body)), Pod, kept=NAMED)
+    page = await source.list_page(limit=10, continue_token=None)
+    assert page.items == [{"metadata": {"name": "a"}, "kind": "Pod", "apiVersion": "v1"}]
+
+
+async def test_with_kept_fields_a_page_the_schema_refuses_is_kept_through_the_fallback() -> None:
+    body = {"metadata": {"resourceVersion": "7"}, "items": [{"metadata": {"name": "a"}, "spec": 5}]}
+    named = KeptFields(Strict, lambda item: {"metadata": item.metadata}, as_named)
+    source = ApiListWatch(mock_client(lambda _: httpx2.Response(200, json=body)), Pod, kept=named)
+    page = await source.list_page(limit=10, continue_token=None)
+    assert page.items == [{"metadata": {"name": "a"}, "kind": "Pod", "general": True}]
+
+
+async def test_with_kept_fields_watch_events_carry_what_is_kept() -> None:
+    lines = [
+        {"type": "ADDED", "object": {"kind": "Pod", "metadata": {"name": "a", "resourceVersion": "43"}}},
+        {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "50"}}},
+    ]
+    content = "\n".join(json.dumps(line) for line in lines).encode()
+    source = ApiListWatch(mock_client(lambda _: httpx2.Response(200, content=content)), Pod, kept=NAMED)
+    events = [event async for event in source.watch(resource_version="42", timeout_seconds=300)]
+    assert [(e.type, e.object) for e in events] == [
+        ("ADDED", {"metadata": {"name": "a"}}),
+        ("BOOKMARK", {"metadata": {"resourceVersion": "50"}}),
+    ]
