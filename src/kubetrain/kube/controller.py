@@ -27,7 +27,7 @@ from kubetrain.frameworks.base import Framework
 from kubetrain.frameworks.labels import JOB_NAME_LABEL, OPERATOR_NAME_LABEL
 from kubetrain.kube.act import Actor, Target
 from kubetrain.kube.metrics import OperatorMetrics
-from kubetrain.kube.observe import ContainerKey, PodObservations, observe, replica_identity, with_last_lines
+from kubetrain.kube.observe import ChildObservations, ContainerKey, observe, replica_identity, with_last_lines
 from kubetrain.kube.previous_logs import PreviousLogs
 from kubetrain.kube.runtime.expectations import Expectations, expectation_key
 from kubetrain.kube.runtime.queue import QueueShutDownError, WorkQueue
@@ -38,7 +38,8 @@ log = logging.getLogger(__name__)
 outcomes = logging.getLogger("kubetrain.reconcile")
 
 REMEMBERED_FROM_PODS = 100
-"""A job of this many pods or more keeps its pods' observations between reconciles (``PodObservations``)."""
+"""A job of this many pods or more keeps its children's observations between reconciles
+(``ChildObservations``)."""
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ class JobController:
         self._threads = max(1, threads)
         self._addressing = addressing or ClusterAddressing()
         self._previous_logs = previous_logs
-        self._remembered: dict[str, PodObservations] = {}
+        self._remembered: dict[str, ChildObservations] = {}
         """By job key, for jobs of at least ``REMEMBERED_FROM_PODS`` pods: what observing costs a small job
         is not worth the memory of keeping it for the thousands of jobs a cluster may hold."""
         """Where the last lines of crash-looping containers come from; None: findings go without them."""
@@ -202,7 +203,7 @@ class JobController:
         runs = [(batch_job, self._children.pods.by_owner(_uid(batch_job))) for batch_job in batch_jobs]
         remembered = None
         if len(pods) >= REMEMBERED_FROM_PODS:
-            remembered = self._remembered.setdefault(key, PodObservations())
+            remembered = self._remembered.setdefault(key, ChildObservations())
         else:
             self._remembered.pop(key, None)
         observation = observe(
