@@ -37,13 +37,13 @@ DEFAULT_BURST = 400
 """A safety net, not a throttle: API Priority and Fairness (on by default since Kubernetes 1.20, GA in 1.29)
 is what shares the API server between clients. It puts the operator's ServiceAccount in the
 ``service-accounts`` FlowSchema (priority level ``workload-low``), queues its requests there and answers 429
-with Retry-After (which ``ApiSession`` honours) before it can crowd out another client; and the operator
-never has more than ``act.MAX_IN_FLIGHT`` (32) writes in flight, which bounds the seats it can take. A limit
-of 50 (kube-scheduler's) made a 1,000-worker job's 2,002 creations take 38 s where the API server took them
-in 11 s unlimited and 14 s at 200 (``bench/big_job.py``, docs/benchmarks.md): the limit, not the server,
-was the bottleneck. 200 requests/s is about what one API server on this project's 2-core machine takes
-from one client anyway, so it costs a big job little, while a reconcile loop gone wrong is still held to a
-rate that cannot flood etcd or the audit log. 0 turns the limit off."""
+with Retry-After (which ``ApiSession`` honours) before it can crowd out another client. APF bounds the
+requests in progress, not their rate: the client-side limit is what holds a reconcile loop gone wrong to a
+rate fixed in advance on a control plane with seats to spare. 200 a second is about what one API server on
+this project's 2-core machine takes from one client anyway (a 1,000-worker job's 2,002 creations: 14 s at 200,
+11 s unlimited, 38 s at kube-scheduler's 50), and 10 to 40 times the peers' own limits (the training-operator
+v1.9.0: 20 a second per kind; the mpi-operator v0.6.0: 5). docs/operations.md "The client-side request
+limit" has the peers' settings and the reasoning. 0 turns the limit off."""
 REQUEST_TIMEOUT_SECONDS = 10.0
 
 
