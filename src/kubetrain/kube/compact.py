@@ -205,7 +205,21 @@ _CONTAINER_KEPT = _wire_names(_Container)
 
 
 def _present(struct: msgspec.Struct, fields: tuple[tuple[str, str], ...]) -> dict[str, Any]:
-    return {wire: value for name, wire in fields if (value := getattr(struct, name)) is not _ABSENT}
+    """The fields the object was sent with, under their wire names (constants: interned already), each
+    value interned as it is taken: the dict is built once, not built and then rebuilt by ``interned``."""
+    kept: dict[str, Any] = {}
+    for name, wire in fields:
+        value = getattr(struct, name)
+        if value is _ABSENT:
+            continue
+        kind = type(value)
+        if kind is str:
+            kept[wire] = _intern(value) if len(value) <= INTERNED_LENGTH else value
+        elif kind is dict or kind is list:
+            kept[wire] = interned(value)
+        else:
+            kept[wire] = value
+    return kept
 
 
 def _identity(obj: _Pod | _Service) -> dict[str, Any]:
@@ -231,12 +245,12 @@ def _kept_pod(pod: _Pod) -> dict[str, Any]:
     elif spec is None:
         kept["spec"] = None
     if pod.status is not _ABSENT:
-        kept["status"] = pod.status
-    return dict(interned(kept))
+        kept["status"] = interned(pod.status)
+    return kept
 
 
 def _kept_service(service: _Service) -> dict[str, Any]:
-    return dict(interned(_identity(service)))
+    return _identity(service)
 
 
 POD_KEPT = KeptFields(_Pod, _kept_pod, compact_pod)
