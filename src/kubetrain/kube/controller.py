@@ -218,6 +218,7 @@ class JobController:
             gang_scheduling=gang,
             batch_jobs=runs,
             remembered=remembered,
+            services_version=self._children.services.owner_version(uid),
         )
         if autoscalers is not None:
             observation = replace(observation, autoscaler=autoscaler is not None)

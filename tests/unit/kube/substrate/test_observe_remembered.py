@@ -150,3 +150,25 @@ def test_a_change_of_the_jobs_spec_reads_every_service_again(identified: list[st
     observe(edited, FRAMEWORK, [], SERVICES, remembered=remembered)
 
     assert identified == ["j-master-0", "j-worker-0", "j-worker-1"]
+
+
+def test_services_at_the_version_last_read_are_not_read_again(identified: list[str]) -> None:
+    remembered = ChildObservations()
+    first = observe(PYTORCH, FRAMEWORK, [], SERVICES, remembered=remembered, services_version=3)
+    identified.clear()
+
+    again = observe(PYTORCH, FRAMEWORK, [], SERVICES, remembered=remembered, services_version=3)
+
+    assert identified == []
+    assert again.services == first.services
+
+
+def test_services_at_another_version_are_read_again(identified: list[str]) -> None:
+    remembered = ChildObservations()
+    observe(PYTORCH, FRAMEWORK, [], SERVICES, remembered=remembered, services_version=3)
+    identified.clear()
+
+    observation = observe(PYTORCH, FRAMEWORK, [], SERVICES[:2], remembered=remembered, services_version=4)
+
+    assert identified == [], "each service left was remembered by its resourceVersion"
+    assert observation.services == frozenset({("Master", 0), ("Worker", 0)})
