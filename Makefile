@@ -16,7 +16,7 @@ AS_ROOT := $(filter 0,$(shell id -u))
 .PHONY: help install run test lint test-unit test-local test-cluster envtest-build helm-build manifests docs clean \
 	image images image-tools test-images node-packages test-e2e scheduler-plugins-build
 .PHONY: podman docker test-containers host-packages mpi-packages node-build node-image-cache \
-	lane-cluster lane-images lane-checks browser-packages test-browser test-peers peers-build \
+	lane-go lane-cluster lane-images lane-checks lane-peers browser-packages test-browser test-peers peers-build \
 	test-faults
 
 help:
@@ -49,35 +49,56 @@ lint: $(EXAMPLES_STAMP)
 test-unit: $(STAMP)
 	$(PYTEST) tests/unit -q
 
-# Cold, most of a run is building: Go binaries (CPU), images (network and disk) and the venv's torch. So `test`
-# installs the Debian packages first (apt holds one lock), then runs three lanes at once, each tier in the lane
-# that builds what it needs: the Go builds, then the cluster tier; the images and the node's image cache, then
-# the containers tier; the checks that need only the venv. Then the tiers that need what several lanes built.
-# A failed lane fails `test` after the others finish. docs/development.md has the measured cold and warm runs.
-test: host-packages $(STAMP)
-	$(MAKE) --no-print-directory -j3 --output-sync=target lane-cluster lane-images lane-checks
-	$(MAKE) --no-print-directory test-images test-e2e
+# Cold, most of a run is building: Go binaries (CPU), images (network and disk) and the venv's frameworks. So
+# `test` runs five lanes at once from the start: the Go builds (lane-go), and four lanes of tiers, each tier in
+# the lane where what it needs is ready soonest. Each step installs the Debian packages it needs when missing
+# ($(APT): one install at a time). A tier waits for a Go binary still being built: each build takes a lock, and
+# the waiter then finds it current (or builds it itself, when the Go lane has not come to it yet). A failed lane
+# fails `test` after the others finish. docs/development.md has the lanes' measured timelines, cold and warm.
+test: $(STAMP)
+	$(MAKE) --no-print-directory -j5 --output-sync=target lane-go lane-cluster lane-images lane-checks lane-peers
 
-host-packages: image-tools mpi-packages podman node-packages browser-packages
+# The Go-built binaries, in the order the lanes need them: envtest (every tier with a control plane), helm
+# (the cluster tier), the peers (the conformance tier), then the real node's kubelet and CoreDNS and the gang
+# scheduler (the e2e tier, whose images take longest). A new Go-built tool is one more line here, and its
+# build target a prerequisite of the tiers that run it.
+GO_BUILDS := envtest-build
+GO_BUILDS += helm-build
+GO_BUILDS += peers-build
+GO_BUILDS += $(if $(AS_ROOT),node-build)
+GO_BUILDS += $(if $(AS_ROOT),scheduler-plugins-build)
 
 # $(call serially,TARGETS): the targets one after another, each its own make, so that a lane never runs two of
-# its steps at once. They leave the -j3 make's jobserver alone (MAKEFLAGS without it): a lane's make sharing
+# its steps at once. They leave the -j make's jobserver alone (MAKEFLAGS without it): a lane's make sharing
 # it held the images lane back until the checks lane ended, in a cold run.
 serially = $(foreach target,$(1),MAKEFLAGS='$(filter-out -j% --jobserver-auth=%,$(MAKEFLAGS))' \
 	$(MAKE) --no-print-directory $(target) &&) true
 
+# $(APT) PACKAGES: apt-get install under a lock, so that lanes installing at the same time take turns (apt's own
+# lock fails the second install instead of waiting).
+APT_LOCK := flock /var/lock/kubetrain-apt.lock
+APT := $(APT_LOCK) $(SHELL) -c 'apt-get update -qq && apt-get install -y -qq "$$@"' apt-get
+
+# Every Debian package any tier needs, for a machine set up ahead of a run; the lanes install theirs as they go.
+host-packages: image-tools podman mpi-packages node-packages browser-packages docker
+
+lane-go: $(STAMP)
+	$(call serially,$(GO_BUILDS))
+
 lane-cluster: $(STAMP)
-	$(call serially,envtest-build helm-build peers-build $(if $(AS_ROOT),node-build scheduler-plugins-build) test-cluster)
+	$(call serially,test-cluster)
 
-# The fault suite ends the images lane, the one with the most time to spare cold and warm (docs/development.md).
-lane-images: $(STAMP) image-tools
-	$(call serially,images $(if $(AS_ROOT),node-image-cache) test-containers test-faults)
+# The images, their copies in the node's image cache (and in docker's storage, by test-containers), then the
+# tiers that run them: the longest lane when cold, so it starts at once and installs its packages as it goes.
+lane-images: $(STAMP)
+	$(call serially,images $(if $(AS_ROOT),node-image-cache) test-containers test-e2e)
 
-# The conformance tier runs in the checks lane, after the local tier: the cluster lane is the longest when
-# cold, and the checks lane is done well before it; the envtest and peer builds it needs are the cluster
-# lane's (a build under way is waited for: each takes a lock, and the second finds it current).
+# The fault suite and the images tier need envtest, built by the time the checks before them are done.
 lane-checks: $(STAMP)
-	$(call serially,lint test-unit test-local test-peers)
+	$(call serially,lint test-unit test-local test-faults test-images)
+
+lane-peers: $(STAMP)
+	$(call serially,test-peers)
 
 # envtest: a real control plane (etcd, kube-apiserver, scheduler, controller-manager) built from the
 # Kubernetes Go modules pinned in tools/envtest, cached in ~/.cache/kubetrain/envtest/<version>/.
@@ -111,13 +132,13 @@ test-browser: envtest-build browser-packages $(STAMP)
 # Debian's Chromium for the browser tier, installed when missing (Playwright's own browser download cannot
 # reach its host here; the tests launch /usr/bin/chromium).
 browser-packages:
-	command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; }
+	command -v chromium >/dev/null || $(APT) chromium
 
 # The real envtest node's runtime from Debian (containerd, runc, the CNI plugins), installed when missing and
 # only as root: a machine that cannot run the node gets the e2e tier skipped with the reason instead.
 node-packages: image-tools
 	[ "$$(id -u)" != 0 ] || { command -v containerd >/dev/null && command -v runc >/dev/null \
-		&& test -x /usr/lib/cni/bridge; } || { apt-get update -qq && apt-get install -y -qq containerd runc containernetworking-plugins; }
+		&& test -x /usr/lib/cni/bridge; } || $(APT) containerd runc containernetworking-plugins
 
 # Real pods on a real node (tests/e2e): the kubelet, CoreDNS, the gang scheduler (scheduler-plugins, pinned in
 # tools/scheduler-plugins) and the images the pods run are built first, and the images put into the node's
@@ -146,7 +167,7 @@ $(RUN_STAMP): pyproject.toml $(VENV)/.created
 
 # Open MPI, which mpi4py builds against and the MPIJob example runs.
 mpi-packages:
-	command -v mpirun >/dev/null || { apt-get update -qq && apt-get install -y -qq openmpi-bin libopenmpi-dev; }
+	command -v mpirun >/dev/null || $(APT) openmpi-bin libopenmpi-dev
 
 # Trains the PyTorch DDP example (1 master + 2 workers over gloo) to Succeeded, printing its losses.
 run: $(RUN_STAMP)
@@ -165,23 +186,24 @@ test-faults: envtest-build
 # Podman for `kubetrain run --runtime podman` (tools/containers/setup.sh): netavark with aardvark-dns for the job
 # network's DNS, installed when missing, and runc plus lower ulimits on hosts with hybrid cgroups (this one).
 podman: image-tools
-	[ "$$(id -u)" != 0 ] || sh tools/containers/setup.sh
+	[ "$$(id -u)" != 0 ] || $(APT_LOCK) sh tools/containers/setup.sh
 
 # Replicas in containers (tests/containers): the images the tests run are built first (each skipped when its
-# recipe is unchanged), and copied into docker's storage where docker runs (`make docker`); where an engine
-# cannot run them, its tests are skipped with the reason.
+# recipe is unchanged), and copied into docker's storage where docker runs (`make docker`, a prerequisite);
+# where an engine cannot run them, its tests are skipped with the reason.
 CONTAINER_TEST_IMAGES = localhost/kubetrain/python:3.11-bookworm localhost/kubetrain/pytorch:2.13.0 \
 	localhost/kubetrain/xgboost:3.2.0 localhost/kubetrain/mpi:openmpi-mpi4py4.1.2
-test-containers: $(STAMP) podman
+test-containers: $(STAMP) podman docker
 	[ "$$(id -u)" != 0 ] || $(PYTHON) tools/images/build.py python pytorch xgboost mpi
 	! docker info >/dev/null 2>&1 || sh tools/containers/docker-load.sh $(CONTAINER_TEST_IMAGES)
 	$(PYTEST) tests/containers -q -rs
 
 # Docker for `kubetrain run --runtime docker` (tools/containers/docker-setup.sh): Debian's docker.io and a
 # daemon with "iptables": false, so it leaves the host's FORWARD policy and chains (a real node's bridge,
-# podman's networks) alone. Not part of `make test`: where docker is absent its tests are skipped, saying so.
+# podman's networks) alone. The containers tier installs and starts it as root (the daemon keeps running after
+# the tier); elsewhere the tier's docker half is skipped, saying so.
 docker:
-	[ "$$(id -u)" != 0 ] || sh tools/containers/docker-setup.sh
+	[ "$$(id -u)" != 0 ] || $(APT_LOCK) sh tools/containers/docker-setup.sh
 
 # helm, built from the module proxy like envtest (tools/helm pins it), cached in ~/.cache/kubetrain/helm/<version>/.
 helm-build: $(STAMP)
@@ -222,7 +244,7 @@ docs: $(STAMP)
 # create containers under this machine's hybrid cgroup layout).
 image-tools:
 	command -v podman >/dev/null && command -v buildah >/dev/null && command -v mmdebstrap >/dev/null \
-		&& command -v runc >/dev/null || { apt-get update -qq && apt-get install -y -qq podman buildah mmdebstrap runc; }
+		&& command -v runc >/dev/null || $(APT) podman buildah mmdebstrap runc
 
 # The operator image from ./Containerfile, localhost/kubetrain/operator:<kubetrain version>.
 image: image-tools
