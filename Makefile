@@ -178,7 +178,7 @@ test-local: $(EXAMPLES_STAMP)
 	$(PYTEST) tests/local -q
 
 # Faults under load (tests/faults) at CI size, 40 jobs: every scenario starts and restarts a control plane of
-# its own, so it needs the envtest binaries (built by the cluster lane: the build's lock makes this wait for
+# its own, so it needs the envtest binaries (built by the Go lane: the build's lock makes this wait for
 # it). Full size, 500 jobs: `.venv/bin/python bench/faults_under_load.py --jobs 500 --markdown`.
 test-faults: envtest-build
 	$(PYTEST) tests/faults -q -rs
