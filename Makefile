@@ -16,8 +16,9 @@ AS_ROOT := $(filter 0,$(shell id -u))
 .PHONY: help install run test lint test-unit test-local test-cluster envtest-build helm-build manifests docs clean \
 	image images image-tools test-images node-packages test-e2e scheduler-plugins-build
 .PHONY: podman docker test-containers host-packages mpi-packages node-build node-image-cache \
-	lane-go lane-cluster lane-images lane-checks lane-peers browser-packages test-browser test-peers peers-build \
-	test-faults
+	lane-go lane-cluster-operator lane-cluster-clients lane-images lane-checks lane-peers-v1 lane-peers-mpi \
+	browser-packages test-browser test-cluster-operator test-cluster-clients test-peers test-peers-v1 \
+	test-peers-mpi peers-build test-faults
 
 help:
 	@echo "make run   - train the example PyTorch DDP job locally (1 master + 2 workers)"
@@ -50,13 +51,14 @@ test-unit: $(STAMP)
 	$(PYTEST) tests/unit -q
 
 # Cold, most of a run is building: Go binaries (CPU), images (network and disk) and the venv's frameworks. So
-# `test` runs five lanes at once from the start: the Go builds (lane-go), and four lanes of tiers, each tier in
+# `test` runs seven lanes at once from the start: the Go builds (lane-go), and six lanes of tiers, each tier in
 # the lane where what it needs is ready soonest. Each step installs the Debian packages it needs when missing
 # ($(APT): one install at a time). A tier waits for a Go binary still being built: each build takes a lock, and
 # the waiter then finds it current (or builds it itself, when the Go lane has not come to it yet). A failed lane
 # fails `test` after the others finish. docs/development.md has the lanes' measured timelines, cold and warm.
 test: $(STAMP)
-	$(MAKE) --no-print-directory -j5 --output-sync=target lane-go lane-cluster lane-images lane-checks lane-peers
+	$(MAKE) --no-print-directory -j7 --output-sync=target lane-go lane-cluster-operator lane-cluster-clients \
+		lane-images lane-checks lane-peers-v1 lane-peers-mpi
 
 # The Go-built binaries, in the order the lanes need them: envtest (every tier with a control plane), helm
 # (the cluster tier), the peers (the conformance tier), then the real node's kubelet and CoreDNS and the gang
@@ -85,8 +87,13 @@ host-packages: image-tools podman mpi-packages node-packages browser-packages do
 lane-go: $(STAMP)
 	$(call serially,$(GO_BUILDS))
 
-lane-cluster: $(STAMP)
-	$(call serially,test-cluster)
+# The cluster tier in two halves, and the conformance tier in two: each was the longest lane warm when whole
+# (25 and 18 minutes at load 15 to 20).
+lane-cluster-operator: $(STAMP)
+	$(call serially,test-cluster-operator)
+
+lane-cluster-clients: $(STAMP)
+	$(call serially,test-cluster-clients)
 
 # The images, their copies in the node's image cache (and in docker's storage, by test-containers), then the
 # tiers that run them: the longest lane when cold, so it starts at once and installs its packages as it goes.
@@ -97,37 +104,61 @@ lane-images: $(STAMP)
 lane-checks: $(STAMP)
 	$(call serially,lint test-unit test-local test-faults test-images)
 
-lane-peers: $(STAMP)
-	$(call serially,test-peers)
+lane-peers-v1: $(STAMP)
+	$(call serially,test-peers-v1)
+
+lane-peers-mpi: $(STAMP)
+	$(call serially,test-peers-mpi)
 
 # envtest: a real control plane (etcd, kube-apiserver, scheduler, controller-manager) built from the
 # Kubernetes Go modules pinned in tools/envtest, cached in ~/.cache/kubetrain/envtest/<version>/.
 envtest-build: $(STAMP)
 	$(BIN)/kubetrain envtest build
 
-# The cluster tier against a fresh envtest, stopped by the trap whether the tests pass or fail; the browser
-# tier (the Jobs view in Chromium, on local runs and on this envtest) runs in the same session, reusing it.
+# $(call on_envtest,DIR,PYTEST ARGUMENTS): pytest on an envtest of its own in DIR, started first and stopped by
+# the trap whether the tests pass or fail.
+on_envtest = trap '$(BIN)/kubetrain envtest stop --dir $(1)' EXIT; \
+	$(BIN)/kubetrain envtest start --dir $(1) >/dev/null && \
+	KUBETRAIN_ENVTEST_DIR=$(1) $(PYTEST) $(2) -q
+
+# The cluster tier against a fresh envtest; the browser tier (the Jobs view in Chromium, on local runs and on
+# this envtest) runs in the same session, reusing it.
 ENVTEST_TEST_DIR := .state/envtest-make
 test-cluster: envtest-build helm-build image browser-packages
-	trap '$(BIN)/kubetrain envtest stop --dir $(ENVTEST_TEST_DIR)' EXIT; \
-	$(BIN)/kubetrain envtest start --dir $(ENVTEST_TEST_DIR) >/dev/null && \
-	KUBETRAIN_ENVTEST_DIR=$(ENVTEST_TEST_DIR) $(PYTEST) tests/cluster tests/browser -q
+	$(call on_envtest,$(ENVTEST_TEST_DIR),tests/cluster tests/browser)
+
+# The same in two halves of about equal time, for two lanes of `make test`, each on an envtest of its own: what
+# the operator and envtest do (every directory of tests/cluster not named below, so a new one lands here), and
+# what users and their tools see (the chart, the docs' commands, RBAC, the SDK and CLI, the browser tier).
+CLUSTER_CLIENTS := tests/cluster/helm tests/cluster/docs tests/cluster/rbac tests/cluster/sdk tests/browser
+test-cluster-operator: envtest-build helm-build image browser-packages
+	$(call on_envtest,$(ENVTEST_TEST_DIR)-operator,tests/cluster \
+		$(patsubst %,--ignore=%,$(filter tests/cluster/%,$(CLUSTER_CLIENTS))))
+
+test-cluster-clients: envtest-build helm-build image browser-packages
+	$(call on_envtest,$(ENVTEST_TEST_DIR)-clients,$(CLUSTER_CLIENTS))
 
 # The conformance tier (tests/peers): every example and each kind's status scenarios under the peers
 # (training-operator v1.9.0, mpi-operator v0.6.0) and under kubetrain, on an envtest of its own, compared
 # field by field; it prints the allow-list of docs/migration.md as applied and what it compared.
 ENVTEST_PEERS_DIR := .state/envtest-peers
 test-peers: envtest-build peers-build $(STAMP)
-	trap '$(BIN)/kubetrain envtest stop --dir $(ENVTEST_PEERS_DIR)' EXIT; \
-	$(BIN)/kubetrain envtest start --dir $(ENVTEST_PEERS_DIR) >/dev/null && \
-	KUBETRAIN_ENVTEST_DIR=$(ENVTEST_PEERS_DIR) $(PYTEST) tests/peers -q
+	$(call on_envtest,$(ENVTEST_PEERS_DIR),tests/peers)
+
+# The tier in two halves of about equal time, for two lanes of `make test`, each on an envtest of its own: the
+# training-operator's v1 kinds (87 cases, the tier's longest module); the MPIJobs (v2beta1 under the mpi-operator,
+# v1 under the training-operator's MPI controller) and the status endpoint's pass over every example.
+test-peers-v1: envtest-build peers-build $(STAMP)
+	$(call on_envtest,$(ENVTEST_PEERS_DIR)-v1,tests/peers/test_training_operator.py)
+
+test-peers-mpi: envtest-build peers-build $(STAMP)
+	$(call on_envtest,$(ENVTEST_PEERS_DIR)-mpi,tests/peers/test_mpi_operator.py \
+		tests/peers/test_training_operator_mpijob.py tests/peers/test_status_endpoint.py)
 
 # The browser tier alone, on an envtest of its own.
 ENVTEST_BROWSER_DIR := .state/envtest-browser
 test-browser: envtest-build browser-packages $(STAMP)
-	trap '$(BIN)/kubetrain envtest stop --dir $(ENVTEST_BROWSER_DIR)' EXIT; \
-	$(BIN)/kubetrain envtest start --dir $(ENVTEST_BROWSER_DIR) >/dev/null && \
-	KUBETRAIN_ENVTEST_DIR=$(ENVTEST_BROWSER_DIR) $(PYTEST) tests/browser -q
+	$(call on_envtest,$(ENVTEST_BROWSER_DIR),tests/browser)
 
 # Debian's Chromium for the browser tier, installed when missing (Playwright's own browser download cannot
 # reach its host here; the tests launch /usr/bin/chromium).
