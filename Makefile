@@ -89,20 +89,22 @@ lane-go: $(STAMP)
 
 # The cluster tier in two halves, and the conformance tier in two: each was the longest lane warm when whole
 # (25 and 18 minutes at load 15 to 20).
+# The fault suite (a control plane of its own per scenario) follows the operator half: warm, the checks lane was
+# the longest with it; cold, that half starts once envtest is built, long before the e2e and conformance tiers.
 lane-cluster-operator: $(STAMP)
-	$(call serially,test-cluster-operator)
+	$(call serially,test-cluster-operator test-faults)
 
 lane-cluster-clients: $(STAMP)
 	$(call serially,test-cluster-clients)
 
 # The images, their copies in the node's image cache (and in docker's storage, by test-containers), then the
-# tiers that run them: the longest lane when cold, so it starts at once and installs its packages as it goes.
+# tiers that run them. Cold, the images alone take a quarter of an hour (network and disk more than CPU).
 lane-images: $(STAMP)
 	$(call serially,images $(if $(AS_ROOT),node-image-cache) test-containers test-e2e)
 
-# The fault suite and the images tier need envtest, built by the time the checks before them are done.
+# The images tier needs envtest, built by the time the checks before it are done.
 lane-checks: $(STAMP)
-	$(call serially,lint test-unit test-local test-faults test-images)
+	$(call serially,lint test-unit test-local test-images)
 
 lane-peers-v1: $(STAMP)
 	$(call serially,test-peers-v1)
@@ -131,7 +133,7 @@ test-cluster: envtest-build helm-build image browser-packages
 # the operator and envtest do (every directory of tests/cluster not named below, so a new one lands here), and
 # what users and their tools see (the chart, the docs' commands, RBAC, the SDK and CLI, the browser tier).
 CLUSTER_CLIENTS := tests/cluster/helm tests/cluster/docs tests/cluster/rbac tests/cluster/sdk tests/browser
-test-cluster-operator: envtest-build helm-build image browser-packages
+test-cluster-operator: envtest-build image
 	$(call on_envtest,$(ENVTEST_TEST_DIR)-operator,tests/cluster \
 		$(patsubst %,--ignore=%,$(filter tests/cluster/%,$(CLUSTER_CLIENTS))))
 
