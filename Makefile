@@ -16,7 +16,8 @@ AS_ROOT := $(filter 0,$(shell id -u))
 .PHONY: help install run test lint test-unit test-local test-cluster envtest-build helm-build manifests docs clean \
 	image images image-tools test-images node-packages test-e2e scheduler-plugins-build
 .PHONY: podman docker test-containers host-packages mpi-packages node-build node-image-cache \
-	lane-go lane-cluster-operator lane-cluster-clients lane-images lane-checks lane-peers-v1 lane-peers-others \
+	lane-go lane-cluster-operator lane-cluster-clients lane-browser lane-images lane-checks lane-peers-v1 \
+	lane-peers-others \
 	browser-packages test-browser test-cluster-operator test-cluster-clients test-peers test-peers-v1 \
 	test-peers-others peers-build test-faults jobset-build kueue-build jobset-manifests
 
@@ -51,14 +52,14 @@ test-unit: $(STAMP)
 	$(PYTEST) tests/unit -q
 
 # Cold, most of a run is building: Go binaries (CPU), images (network and disk) and the venv's frameworks. So
-# `test` runs seven lanes at once from the start: the Go builds (lane-go), and six lanes of tiers, each tier in
+# `test` runs eight lanes at once from the start: the Go builds (lane-go), and seven lanes of tiers, each tier in
 # the lane where what it needs is ready soonest. Each step installs the Debian packages it needs when missing
 # ($(APT): one install at a time). A tier waits for a Go binary still being built: each build takes a lock, and
 # the waiter then finds it current (or builds it itself, when the Go lane has not come to it yet). A failed lane
 # fails `test` after the others finish. docs/development.md has the lanes' measured timelines, cold and warm.
 test: $(STAMP)
-	$(MAKE) --no-print-directory -j7 --output-sync=target lane-go lane-cluster-operator lane-cluster-clients \
-		lane-images lane-checks lane-peers-v1 lane-peers-others
+	$(MAKE) --no-print-directory -j8 --output-sync=target lane-go lane-cluster-operator lane-cluster-clients \
+		lane-browser lane-images lane-checks lane-peers-v1 lane-peers-others
 
 # The Go-built binaries, in the order the lanes need them: envtest (every tier with a control plane), helm
 # (the cluster tier), the peers (the conformance tier), then the real node's kubelet and CoreDNS and the gang
@@ -99,6 +100,11 @@ lane-cluster-operator: $(STAMP)
 lane-cluster-clients: $(STAMP)
 	$(call serially,test-cluster-clients)
 
+# The browser tier (Chromium, the CPU-heaviest of the cluster tier's clients) on an envtest of its own: with it,
+# the clients' half was the longest lane warm (25 minutes at a load of 12 to 15).
+lane-browser: $(STAMP)
+	$(call serially,test-browser)
+
 # The images, their copies in the node's image cache (and in docker's storage, by test-containers), then the
 # tiers that run them. Cold, the images alone take a quarter of an hour (network and disk more than CPU).
 lane-images: $(STAMP)
@@ -123,7 +129,7 @@ envtest-build: $(STAMP)
 # the trap whether the tests pass or fail.
 on_envtest = trap '$(BIN)/kubetrain envtest stop --dir $(1)' EXIT; \
 	$(BIN)/kubetrain envtest start --dir $(1) >/dev/null && \
-	KUBETRAIN_ENVTEST_DIR=$(1) $(PYTEST) $(2) -q
+	KUBETRAIN_ENVTEST_DIR=$(1) $(PYTEST) $(2) -q --durations=10
 
 # The cluster tier against a fresh envtest; the browser tier (the Jobs view in Chromium, on local runs and on
 # this envtest) runs in the same session, reusing it.
@@ -133,13 +139,14 @@ test-cluster: envtest-build helm-build jobset-build kueue-build image browser-pa
 
 # The same in two halves of about equal time, for two lanes of `make test`, each on an envtest of its own: what
 # the operator and envtest do (every directory of tests/cluster not named below, so a new one lands here), and
-# what users and their tools see (the chart, the docs' commands, RBAC, the SDK and CLI, the browser tier).
-CLUSTER_CLIENTS := tests/cluster/helm tests/cluster/docs tests/cluster/rbac tests/cluster/sdk tests/browser
+# what users and their tools see (the chart, the docs' commands, RBAC, the SDK and CLI; the browser tier has a lane
+# of its own).
+CLUSTER_CLIENTS := tests/cluster/helm tests/cluster/docs tests/cluster/rbac tests/cluster/sdk
 test-cluster-operator: envtest-build jobset-build kueue-build image
 	$(call on_envtest,$(ENVTEST_TEST_DIR)-operator,tests/cluster \
 		$(patsubst %,--ignore=%,$(filter tests/cluster/%,$(CLUSTER_CLIENTS))))
 
-test-cluster-clients: envtest-build helm-build jobset-build image browser-packages
+test-cluster-clients: envtest-build helm-build jobset-build image
 	$(call on_envtest,$(ENVTEST_TEST_DIR)-clients,$(CLUSTER_CLIENTS))
 
 # The conformance tier (tests/peers): every example and each kind's status scenarios under the peers
@@ -162,7 +169,7 @@ test-peers-others: envtest-build peers-build jobset-build $(STAMP)
 
 # The browser tier alone, on an envtest of its own.
 ENVTEST_BROWSER_DIR := .state/envtest-browser
-test-browser: envtest-build browser-packages $(STAMP)
+test-browser: envtest-build jobset-build browser-packages $(STAMP)
 	$(call on_envtest,$(ENVTEST_BROWSER_DIR),tests/browser)
 
 # Debian's Chromium for the browser tier, installed when missing (Playwright's own browser download cannot
