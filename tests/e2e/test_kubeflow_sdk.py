@@ -265,12 +265,14 @@ def test_get_job_reads_a_step_per_node_from_the_pods(trained: TrainedFunction) -
     pods = jobset_pods(trained.sdk.cluster.api, trained.sdk.namespace, trained.name)
 
     assert (job.name, job.num_nodes, job.runtime.name) == (trained.name, 2, LOCAL_RUNTIME)
-    assert [(s.name, s.pod_name, s.status) for s in job.steps] == [
+    # The SDK lists steps newest pod first (by creation time): their order is not the nodes'.
+    steps = sorted(job.steps, key=lambda s: s.name)
+    assert [(s.name, s.pod_name, s.status) for s in steps] == [
         ("node-0", pods[0]["metadata"]["name"], "Succeeded"),
         ("node-1", pods[1]["metadata"]["name"], "Succeeded"),
     ]
     # From the PET_NPROC_PER_NODE the operator set (no GPU, no CPU request: one process per node).
-    assert [s.device_count for s in job.steps] == ["1", "1"]
+    assert [s.device_count for s in steps] == ["1", "1"]
 
 
 def test_get_job_logs_reads_the_functions_output_on_each_node(trained: TrainedFunction) -> None:
@@ -329,7 +331,7 @@ def test_train_runs_a_custom_trainer_containers_image_on_every_node(sdk: SdkClus
     name = client.train(runtime=runtime, trainer=trainer)
     job = client.wait_for_job_status(name, timeout=JOB_TIMEOUT_SECONDS)
 
-    assert [(step.name, step.status) for step in job.steps] == [
+    assert sorted((step.name, step.status) for step in job.steps) == [
         ("node-0", "Succeeded"),
         ("node-1", "Succeeded"),
     ]

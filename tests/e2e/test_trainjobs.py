@@ -53,6 +53,21 @@ class FinishedTrainJob:
         return done.stdout
 
 
+RESTARTED = "NodeRestarted"
+
+
+def _restarted(cluster: RealCluster, namespace: str) -> dict[str, Any] | None:
+    """A node whose container restarted, with that container's previous log. torchrun's static rendezvous
+    (the one PET_MASTER_ADDR gives) never lets a restarted node rejoin its group, so the job cannot finish:
+    the test stops there with the log that says why, which the next restarts would replace."""
+    for pod in jobset_pods(cluster.api, namespace, JOB):
+        if any(c.get("restartCount") for c in pod.get("status", {}).get("containerStatuses", [])):
+            name = pod["metadata"]["name"]
+            previous = cluster.kubectl("logs", "-n", namespace, name, "-c", "node", "--previous")
+            return {"type": RESTARTED, "previous_log": f"{name}: {previous.stdout}{previous.stderr}"}
+    return None
+
+
 @pytest.fixture(scope="module")
 def ddp_trainjob(operator: RealCluster) -> Iterator[FinishedTrainJob]:
     example = yaml.safe_load(EXAMPLE.read_text())
@@ -63,10 +78,12 @@ def ddp_trainjob(operator: RealCluster) -> Iterator[FinishedTrainJob]:
         applied = operator.kubectl("apply", "-n", namespace, "-f", str(EXAMPLE))
         assert applied.returncode == 0, applied.stderr
         outcome = wait_until(
-            f"TrainJob {JOB} Complete or Failed",
-            lambda: trainjob_outcome(operator.api, namespace, JOB),
+            f"TrainJob {JOB} Complete or Failed, or a node restarted",
+            lambda: trainjob_outcome(operator.api, namespace, JOB) or _restarted(operator, namespace),
             JOB_TIMEOUT_SECONDS,
         )
+        if outcome["type"] == RESTARTED:
+            pytest.fail(f"a node restarted: its run before was\n{outcome['previous_log']}")
         print(
             f"e2e: TrainJob {JOB}: applied to {outcome['type']} in {time.monotonic() - started:.1f} s",
             file=sys.__stderr__,
