@@ -5,7 +5,7 @@ and headless Service, and two real pods run ``torchrun`` each: they rendezvous a
 train over gloo and the TrainJob goes ``Complete`` from its JobSet.
 
 The job runs once for the module; each test checks one rule of what it did. Its wall time (apply to
-Complete) is printed on stderr (``e2e: ...``).
+Complete) is printed on stderr (``e2e: ...``, with ``-s``).
 """
 
 from __future__ import annotations
