@@ -184,10 +184,10 @@ node-packages: image-tools
 		&& test -x /usr/lib/cni/bridge; } || $(APT) containerd runc containernetworking-plugins
 
 # Real pods on a real node (tests/e2e): the kubelet, CoreDNS, the gang scheduler (scheduler-plugins, pinned in
-# tools/scheduler-plugins) and the images the pods run are built first, and the images put into the node's
-# image cache (~/.cache/kubetrain/node-images: imported once per recipe, cloned by each node start)
-# (minutes when cold; cached), where the machine can run them; the tier starts envtest --real-node in a
-# temporary directory and stops it. --durations=0: each case's time in the log.
+# tools/scheduler-plugins), the JobSet controller (TrainJobs) and the images the pods run are built first, and
+# the images put into the node's image cache (~/.cache/kubetrain/node-images: imported once per recipe, cloned
+# by each node start) (minutes when cold; cached), where the machine can run them; the tier starts envtest
+# --real-node --jobset in a temporary directory and stops it. --durations=0: each case's time in the log.
 test-e2e: envtest-build jobset-build node-packages $(if $(AS_ROOT),node-build node-image-cache scheduler-plugins-build)
 	$(PYTEST) tests/e2e -q -rs --durations=0
 

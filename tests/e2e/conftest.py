@@ -5,6 +5,10 @@ test is skipped with the reason (``make test-e2e`` prints it in the short summar
 for the session (in a temporary directory) and stopped at its end; one real node runs on a machine at a
 time.
 
+The envtest runs the real JobSet controller beside it (``--jobset``: a host process whose webhooks the API
+server reaches on the host's loopback; no registry serves its image for an in-cluster Deployment), so a
+TrainJob's JobSet gets its Jobs and real pods.
+
 ``KUBETRAIN_E2E_ENVTEST_DIR`` names a real-node envtest that is already running (``kubetrain envtest start
 --real-node --dir …``): the tier then uses it and leaves it, and the operator, running, so that several
 engineers' test runs share one node while they develop (the node is one per machine).
@@ -22,7 +26,7 @@ import pytest
 
 from browser_support import browser, viewer_for
 from e2e.realpods import RealCluster, scratch_namespace, wait_until
-from kubetrain.envtest import controlplane, coscheduler, realnode
+from kubetrain.envtest import controlplane, coscheduler, jobset, realnode
 from kubetrain.envtest.kubeapi import KubeApi
 
 OVERLAY = Path(__file__).resolve().parent / "operator-overlay"
@@ -53,12 +57,15 @@ def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealClust
     shared = os.environ.get(SHARED_RUN_DIR_ENV)
     if shared:
         run_dir = Path(shared)
+        # A shared node started without --jobset gets the controller here (once: it takes a lock); `kubetrain
+        # envtest stop` stops it with the rest.
+        jobset.start(run_dir, run_dir / controlplane.ADMIN_KUBECONFIG)
         realnode.load_images(realnode.node_paths(run_dir), ["python"])
         with KubeApi.from_kubeconfig(run_dir / controlplane.ADMIN_KUBECONFIG) as api:
             yield RealCluster(run_dir, run_dir / controlplane.ADMIN_KUBECONFIG, api)
         return
     run_dir = tmp_path_factory.mktemp("e2e-envtest")
-    options = controlplane.EnvtestOptions(nodes=0, real_node=True)
+    options = controlplane.EnvtestOptions(nodes=0, real_node=True, jobset=True)
     try:
         kubeconfig = controlplane.start(run_dir, options, log=_say).kubeconfig
         realnode.load_images(realnode.node_paths(run_dir), ["python"])

@@ -115,3 +115,26 @@ def scratch_namespace(cluster: RealCluster, stem: str) -> Iterator[str]:
         except ApiError as error:
             if error.code != 404:
                 raise
+
+
+TRAINJOBS = "/apis/trainer.kubeflow.org/v1alpha1"
+
+
+def trainjob(api: KubeApi, namespace: str, name: str) -> dict[str, Any]:
+    return dict(api.get(f"{TRAINJOBS}/namespaces/{namespace}/trainjobs/{name}"))
+
+
+def trainjob_outcome(api: KubeApi, namespace: str, name: str) -> dict[str, Any] | None:
+    """The TrainJob's ``Complete`` or ``Failed`` condition once one is True."""
+    conditions = trainjob(api, namespace, name).get("status", {}).get("conditions") or []
+    done = [c for c in conditions if c["type"] in ("Complete", "Failed") and c["status"] == "True"]
+    return done[0] if done else None
+
+
+def jobset_pods(api: KubeApi, namespace: str, name: str) -> list[dict[str, Any]]:
+    """The pods of a TrainJob's JobSet (named as the TrainJob), in completion-index order."""
+    selector = {"labelSelector": f"jobset.sigs.k8s.io/jobset-name={name}"}
+    pods = api.get(f"/api/v1/namespaces/{namespace}/pods", selector)["items"]
+    return sorted(
+        pods, key=lambda p: int(p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"])
+    )

@@ -4,9 +4,10 @@ three injected variables alone (docs/progress.md's own example), to the in-clust
 namespace's ConfigMap).
 
 Its progress is in ``kubectl get``, ``kubetrain get`` and the SDK within 5 s of a report; Kubeflow Trainer
-v2.3's own status script, unchanged, sets a PyTorchJob's trainerStatus from its pod; another job's token, no
-token, a token of another job's pod and a flood are refused (403, 403, 403, 429) and change nothing; and a
-job that reports and then goes quiet with its process alive is failed and restarted at its deadline.
+v2.3's own status script, unchanged, sets a PyTorchJob's trainerStatus from its pod and a TrainJob's from its
+trainer pod (its JobSet run by the real JobSet controller); another job's token, no token, a token of
+another job's pod and a flood are refused (403, 403, 403, 429) and change nothing; and a job that reports and
+then goes quiet with its process alive is failed and restarted at its deadline.
 """
 
 from __future__ import annotations
@@ -25,7 +26,15 @@ import pytest
 
 from builders import container, manifest
 from docs_blocks import section_text
-from e2e.realpods import TEST_IMAGE, RealCluster, wait_until
+from e2e.realpods import (
+    TEST_IMAGE,
+    TRAINJOBS,
+    RealCluster,
+    jobset_pods,
+    trainjob,
+    trainjob_outcome,
+    wait_until,
+)
 from kubetrain.sdk.client import TrainingClient
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
@@ -234,6 +243,41 @@ def test_trainer_v2_3s_own_status_script_in_a_pytorchjobs_pod_sets_its_trainer_s
         lambda: jobs.logs("trainer-script").startswith("Success updating trainer status: 200 "),
         60,
     )
+
+
+def test_trainer_v2_3s_own_status_script_in_a_trainjobs_trainer_pod_sets_its_trainer_status(
+    operator: RealCluster, namespace: str
+) -> None:
+    # On the operator's built-in torch-distributed runtime, as Trainer's own e2e suite runs the script.
+    body = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "trainer-script"},
+        "spec": {
+            "runtimeRef": {"name": "torch-distributed"},
+            "trainer": {
+                "numNodes": 1,
+                "image": TEST_IMAGE,
+                "command": ["python", "-u", "-c", TRAINER_SCRIPT],
+            },
+        },
+    }
+    operator.api.create(f"{TRAINJOBS}/namespaces/{namespace}/trainjobs", body)
+
+    def reported() -> dict[str, Any] | None:
+        status = trainjob(operator.api, namespace, "trainer-script").get("status", {}).get("trainerStatus")
+        return _at(status, 42)
+
+    status = wait_until("the script's report", reported, 180)
+    assert status["estimatedRemainingSeconds"] == 120
+    assert status["metrics"] == [{"name": "loss", "value": "0.123"}, {"name": "accuracy", "value": "0.95"}]
+    outcome = wait_until(
+        "the TrainJob's outcome", lambda: trainjob_outcome(operator.api, namespace, "trainer-script"), 60
+    )
+    assert outcome["type"] == "Complete"
+    [pod] = jobset_pods(operator.api, namespace, "trainer-script")
+    logs = operator.kubectl("-n", namespace, "logs", pod["metadata"]["name"], "-c", "node").stdout
+    assert logs.startswith("Success updating trainer status: 200 "), logs
 
 
 def test_other_jobs_tokens_no_token_and_a_flood_are_refused_and_change_nothing(
