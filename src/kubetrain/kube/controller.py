@@ -27,7 +27,15 @@ from kubetrain.frameworks.base import Framework
 from kubetrain.frameworks.labels import JOB_NAME_LABEL, OPERATOR_NAME_LABEL
 from kubetrain.kube.act import Actor, Target
 from kubetrain.kube.metrics import OperatorMetrics
-from kubetrain.kube.observe import ContainerKey, PodObservations, observe, replica_identity, with_last_lines
+from kubetrain.kube.observe import (
+    ContainerKey,
+    PodObservations,
+    has_disruption_target,
+    observe,
+    observe_node,
+    replica_identity,
+    with_last_lines,
+)
 from kubetrain.kube.previous_logs import PreviousLogs
 from kubetrain.kube.runtime.expectations import Expectations, expectation_key
 from kubetrain.kube.runtime.queue import QueueShutDownError, WorkQueue
@@ -53,6 +61,9 @@ class ChildStores:
     """None when the cluster serves no autoscaling/v2."""
     batch_jobs: Store | None = None
     """batch/v1 Jobs running replicas (MPI v2beta1's launcher); None when no enabled kind has any."""
+    nodes: Store | None = None
+    """Nodes, compacted to their Ready condition and taints (``compact.compact_node``); None when the operator
+    may not list them: lost nodes then go undiagnosed and the node-loss timeout unused."""
 
 
 class JobController:
@@ -80,6 +91,9 @@ class JobController:
         self._threads = max(1, threads)
         self._addressing = addressing or ClusterAddressing()
         self._previous_logs = previous_logs
+        self._departed: dict[str, list[KubeObject]] = {}
+        """By job key, the last state of its disrupted pods deleted since its last reconcile (``observe``'s
+        ``departed``): what counts each disruption once, when it is over."""
         self._remembered: dict[str, PodObservations] = {}
         """By job key, for jobs of at least ``REMEMBERED_FROM_PODS`` pods: what observing costs a small job
         is not worth the memory of keeping it for the thousands of jobs a cluster may hold."""
@@ -96,6 +110,7 @@ class JobController:
         if change.type is ChangeType.DELETED:
             self._expectations.delete_prefix(f"{key}/")
             self._actor.forget(_uid(change.object))
+            self._departed.pop(key, None)
         elif only_a_progress_report(change):
             return
         self.queue.add(key)
@@ -109,7 +124,18 @@ class JobController:
             self._expectations.creation_observed(key)
         elif change.type is ChangeType.DELETED:
             self._expectations.deletion_observed(key)
+            if resource == "pods" and self._disrupted(change.object):
+                self._departed.setdefault(job_key, []).append(change.object)
         self.queue.add(job_key)
+
+    def _disrupted(self, pod: KubeObject) -> bool:
+        """A deleted pod a disruption ended: its ``DisruptionTarget``, or its node is lost (the engine
+        force-deleted it there)."""
+        if has_disruption_target(pod):
+            return True
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        node = self._children.nodes.get(str(node_name)) if self._children.nodes and node_name else None
+        return node is not None and observe_node(node).lost
 
     def enqueue_all(self) -> None:
         for job in self.jobs:
@@ -177,6 +203,7 @@ class JobController:
         if stored is None:
             self._expectations.delete_prefix(f"{key}/")
             self._remembered.pop(key, None)
+            self._departed.pop(key, None)
             return None
         if (stored.get("metadata") or {}).get("deletionTimestamp"):
             return None
@@ -205,6 +232,8 @@ class JobController:
             remembered = self._remembered.setdefault(key, PodObservations())
         else:
             self._remembered.pop(key, None)
+        departed = [pod for pod in self._departed.get(key, ()) if _owned_by(pod, uid)]
+        nodes = self._children.nodes
         observation = observe(
             job,
             self.framework,
@@ -214,6 +243,8 @@ class JobController:
             gang_scheduling=gang,
             batch_jobs=runs,
             remembered=remembered,
+            nodes=nodes.get if nodes is not None else None,
+            departed=departed,
         )
         if autoscalers is not None:
             observation = replace(observation, autoscaler=autoscaler is not None)
@@ -239,6 +270,7 @@ class JobController:
         self._metrics.reconcile_seconds.labels(kind=self.kind).observe(elapsed)
         if outcome.errors:
             raise ReconcileError("; ".join(outcome.errors))
+        self._counted(key, departed)
         if outcome.namespace_terminating:  # nothing there can be written any more; the job goes with it
             _log_outcome(self.kind, key, "dropped", reason="its namespace is being deleted")
             return None
@@ -255,6 +287,15 @@ class JobController:
             duration_ms=round(elapsed * 1000, 1),
         )
         return decision.requeue_after
+
+    def _counted(self, key: str, departed: list[KubeObject]) -> None:
+        """The departed pods a reconcile has counted (its status written) are forgotten; those that departed
+        meanwhile are kept for the next one."""
+        left = [pod for pod in self._departed.get(key, ()) if not any(pod is seen for seen in departed)]
+        if left:
+            self._departed[key] = left
+        else:
+            self._departed.pop(key, None)
 
     def _with_crash_output(
         self, key: str, job: TrainingJob, observation: Observation, pods: list[KubeObject], now: datetime
