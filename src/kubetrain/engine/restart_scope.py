@@ -24,6 +24,7 @@ Failures that end the job under its policy (``Never``, ``ExitCode`` with a code 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from kubetrain.api.common import ConditionType, RestartPolicy
 from kubetrain.engine.conditions import condition_reason
@@ -65,6 +66,9 @@ class Incident:
     """A disruption within the job's limit."""
     in_place: bool = False
     """Restarted in place already: counted as it is observed, as every in-place restart is."""
+    ended_at: datetime | None = None
+    """When its container's run ended, where known: the first to end triggered the others (a rank killed,
+    then its peers crashing on the broken connection)."""
 
 
 def job_scope(ctx: ReconcileContext) -> bool:
@@ -106,11 +110,10 @@ def incidents(ctx: ReconcileContext) -> list[Incident]:
             continue
         policy = replica_policy(ctx.job, replica.replica_type, ctx.framework)
         if replica.restart_count > 0 and policy in IN_PLACE_POLICIES:
-            found.append(
-                Incident(replica, f"{_last_exit(replica)} and was restarted in place", True, in_place=True)
-            )
+            cause = f"{_last_exit(replica)} and was restarted in place"
+            found.append(Incident(replica, cause, True, in_place=True, ended_at=_ended_at(replica)))
         elif replica.phase is Phase.FAILED and restarted_after_failure(ctx, replica):
-            found.append(Incident(replica, _failure(replica), counted=True))
+            found.append(Incident(replica, _failure(replica), counted=True, ended_at=_ended_at(replica)))
     return found
 
 
@@ -137,8 +140,8 @@ def restart_job(ctx: ReconcileContext) -> bool:
     found = incidents(ctx)
     if not found:
         return False
-    trigger = next((i for i in found if i.disruption), None) or next(
-        (i for i in found if i.counted), found[0]
+    trigger = next((i for i in found if i.disruption), None) or min(
+        found, key=lambda i: (not i.counted, i.ended_at is None, i.ended_at or ctx.now)
     )
     for replica in ctx.observation.replicas:
         if not in_scope(ctx, replica):
@@ -170,6 +173,12 @@ def restart_job(ctx: ReconcileContext) -> bool:
     ctx.emit(EventType.WARNING, reason, message)
     ctx.set_condition(ConditionType.RESTARTING, reason, message)
     return True
+
+
+def _ended_at(replica: ObservedReplica) -> datetime | None:
+    """When the replica's first container to end last ended."""
+    ended = [c.last_finished_at for c in replica.containers if not c.init and c.last_finished_at is not None]
+    return min(ended, default=None)
 
 
 def _last_exit(replica: ObservedReplica) -> str:

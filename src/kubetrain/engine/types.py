@@ -47,6 +47,8 @@ class ObservedContainer:
     """Exit code of its current (terminated) or previous run."""
     last_reason: str | None = None
     """Why that run ended: ``OOMKilled``, ``Error``, ``Completed``."""
+    last_finished_at: datetime | None = None
+    """When that run ended."""
     last_message: str | None = None
     """That run's termination message (what it wrote to its ``terminationMessagePath``); usually empty."""
     last_lines: str | None = None

@@ -237,6 +237,7 @@ def _observed_container(
         waiting.get("message"),
         None if exit_code is None else int(exit_code),
         ended.get("reason"),
+        parse_time(ended.get("finishedAt")),
         ended.get("message") or None,
         None,
         None if memory is None else str(memory),

@@ -108,6 +108,8 @@ class ReplicaProcess:
         self._stop_requested = asyncio.Event()
         self._log_start = 0
         """Where the current attempt's output begins in the log file."""
+        self.created_at = datetime.now(UTC)
+        """When the runner made this replica (a pod's ``creationTimestamp``)."""
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -255,6 +257,7 @@ class ReplicaProcess:
             terminating=self._stopping and not self.finished,
             ready=state.running,
             containers=(self.observe_container(),),
+            created_at=self.created_at,
         )
 
     def observe_container(self) -> ObservedContainer:
@@ -275,6 +278,9 @@ class ReplicaProcess:
             waiting_reason=CRASH_LOOP_BACK_OFF if state.backing_off else None,
             last_exit_code=last_code,
             last_reason=last_reason,
+            last_finished_at=None
+            if state.finished_at is None
+            else datetime.fromtimestamp(state.finished_at, UTC),
             last_lines=state.last_lines,
             memory_limit=self.spec.memory_limit,
             restart_count=state.restarts,

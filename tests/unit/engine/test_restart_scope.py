@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from kubetrain.api.common import ConditionType, JobStatus, ReplicaStatus, RestartPolicy, RunPolicy
 from kubetrain.api.jobs import TrainingJob
 from kubetrain.engine.fault_policy import RESTART_SCOPE_ANNOTATION
@@ -16,7 +18,7 @@ from kubetrain.engine.types import (
     Phase,
 )
 
-from .fakes import observe, replica, toy_job
+from .fakes import NOW, observe, replica, toy_job
 from .support import actions_of, decide
 
 
@@ -37,10 +39,14 @@ def whole_job(
 
 
 def restarted_in_place(
-    replica_type: str, index: int, exit_code: int = 1, restarts: int = 1
+    replica_type: str, index: int, exit_code: int = 1, restarts: int = 1, ended: float | None = None
 ) -> ObservedReplica:
     container = ObservedContainer(
-        "toy", last_exit_code=exit_code, last_reason="Error", restart_count=restarts
+        "toy",
+        last_exit_code=exit_code,
+        last_reason="Error",
+        restart_count=restarts,
+        last_finished_at=None if ended is None else NOW - timedelta(seconds=ended),
     )
     return replica(replica_type, index, restart_count=restarts, containers=(container,))
 
@@ -162,6 +168,17 @@ def test_an_in_place_restart_is_named_with_its_container_and_exit_code() -> None
     restarting = decision.status.condition(ConditionType.RESTARTING)
     assert restarting is not None and restarting.status == "True"
     assert "(pod toy-worker-1) container toy exited with code 9 and was restarted in place" in (
+        restarting.message or ""
+    )
+
+
+def test_the_replica_that_failed_first_is_named_as_the_trigger() -> None:
+    killed_first = restarted_in_place("Worker", 1, exit_code=137, ended=2.0)
+    crashed_after = restarted_in_place("Master", 0, exit_code=1, ended=1.0)
+    decision = decide(whole_job(), observe(crashed_after, replica("Worker", 0), killed_first))
+    restarting = decision.status.condition(ConditionType.RESTARTING)
+    assert restarting is not None
+    assert "because Worker replica 1 (pod toy-worker-1) container toy exited with code 137" in (
         restarting.message or ""
     )
 
