@@ -3,6 +3,8 @@ scope Job, disruptions replaced for free, lost nodes diagnosed and replaced, a s
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 from operator_support import (
     StartOperator,
@@ -238,9 +240,7 @@ def test_restart_scope_job_restarts_every_replica_together_and_counts_it_once(
     pod_driver.restart((namespace, "j-worker-1"), exit_code=137)  # the kubelet restarted it in place
 
     for name in ALL_PODS:
-        eventually(
-            lambda name=name: replaced(kube_api, namespace, name, before[name]), what=f"{name} restarted"
-        )
+        eventually(partial(replaced, kube_api, namespace, name, before[name]), what=f"{name} restarted")
     said = eventually(lambda: messages(kube_api, namespace, "PyTorchJobRestarting"), what="its Warning event")
     assert any(
         "because Worker replica 1 (pod j-worker-1) container pytorch exited with code 137 and was restarted "

@@ -162,7 +162,9 @@ def progress_deadline_exceeded() -> Finding:
 
 
 def node_lost() -> Finding:
-    node = ObservedNode("gpu-7", "Unknown", ago(25), "NodeStatusUnknown", "Kubelet stopped posting node status.")
+    node = ObservedNode(
+        "gpu-7", "Unknown", ago(25), "NodeStatusUnknown", "Kubelet stopped posting node status."
+    )
     replicas = (
         running("Master", 0, node="gpu-3"),
         running("Worker", 0, node="gpu-3"),
