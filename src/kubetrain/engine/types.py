@@ -47,8 +47,6 @@ class ObservedContainer:
     """Exit code of its current (terminated) or previous run."""
     last_reason: str | None = None
     """Why that run ended: ``OOMKilled``, ``Error``, ``Completed``."""
-    last_finished_at: datetime | None = None
-    """When that run ended."""
     last_message: str | None = None
     """That run's termination message (what it wrote to its ``terminationMessagePath``); usually empty."""
     last_lines: str | None = None
@@ -58,6 +56,8 @@ class ObservedContainer:
     memory_limit: str | None = None
     """``resources.limits.memory`` as written (``4Gi``)."""
     restart_count: int = 0
+    last_finished_at: datetime | None = None
+    """When the run ``last_exit_code`` is of ended (``terminated.finishedAt``): which replica failed first."""
 
 
 @dataclass(frozen=True)

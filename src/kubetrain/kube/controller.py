@@ -8,7 +8,6 @@ enqueues the job again.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from dataclasses import dataclass, replace
@@ -26,10 +25,11 @@ from kubetrain.frameworks.addressing import ClusterAddressing
 from kubetrain.frameworks.base import Framework
 from kubetrain.frameworks.labels import JOB_NAME_LABEL, OPERATOR_NAME_LABEL
 from kubetrain.kube.act import Actor, Target
+from kubetrain.kube.failures import FailureKeeper
 from kubetrain.kube.metrics import OperatorMetrics
 from kubetrain.kube.observe import (
+    ChildObservations,
     ContainerKey,
-    PodObservations,
     has_disruption_target,
     observe,
     observe_node,
@@ -38,15 +38,19 @@ from kubetrain.kube.observe import (
 )
 from kubetrain.kube.previous_logs import PreviousLogs
 from kubetrain.kube.runtime.expectations import Expectations, expectation_key
-from kubetrain.kube.runtime.queue import QueueShutDownError, WorkQueue
+from kubetrain.kube.runtime.queue import WorkQueue
 from kubetrain.kube.runtime.reflector import strip_managed_fields
 from kubetrain.kube.runtime.store import ChangeType, KubeObject, ObjectChange, Store, object_key
+from kubetrain.kube.runtime.workers import run_workers
 
 log = logging.getLogger(__name__)
 outcomes = logging.getLogger("kubetrain.reconcile")
 
+FAILURE_RECORD_RETRY = 5.0
+"""Seconds until a job whose failure record could not be read is reconciled again."""
 REMEMBERED_FROM_PODS = 100
-"""A job of this many pods or more keeps its pods' observations between reconciles (``PodObservations``)."""
+"""A job of this many pods or more keeps its children's observations between reconciles
+(``ChildObservations``)."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,7 @@ class JobController:
         threads: int = 1,
         addressing: ClusterAddressing | None = None,
         previous_logs: PreviousLogs | None = None,
+        failures: FailureKeeper | None = None,
     ) -> None:
         self.framework = framework
         self.jobs = jobs
@@ -91,10 +96,15 @@ class JobController:
         self._threads = max(1, threads)
         self._addressing = addressing or ClusterAddressing()
         self._previous_logs = previous_logs
+        self._failures = failures
+        """Keeps each job's first failure in ``<job>-failure``; None: not kept."""
+        self._writes_config_files = type(framework).config_files is not Framework.config_files
+        """Whether the framework has files beside its pods (it overrides ``Framework.config_files``), the only
+        reader of a target's running hosts."""
         self._departed: dict[str, list[KubeObject]] = {}
         """By job key, the last state of its disrupted pods deleted since its last reconcile (``observe``'s
         ``departed``): what counts each disruption once, when it is over."""
-        self._remembered: dict[str, PodObservations] = {}
+        self._remembered: dict[str, ChildObservations] = {}
         """By job key, for jobs of at least ``REMEMBERED_FROM_PODS`` pods: what observing costs a small job
         is not worth the memory of keeping it for the thousands of jobs a cluster may hold."""
         """Where the last lines of crash-looping containers come from; None: findings go without them."""
@@ -111,6 +121,8 @@ class JobController:
             self._expectations.delete_prefix(f"{key}/")
             self._actor.forget(_uid(change.object))
             self._departed.pop(key, None)
+            if self._failures is not None:
+                self._failures.forget(_uid(change.object))
         elif only_a_progress_report(change):
             return
         self.queue.add(key)
@@ -144,28 +156,14 @@ class JobController:
     # --- workers --------------------------------------------------------------------------------
 
     async def run_workers(self) -> None:
-        await asyncio.gather(*(self._work() for _ in range(self._threads)))
+        await run_workers(self.queue, self.reconcile, self._failed, self._threads, on_take=self._count_queued)
 
-    async def _work(self) -> None:
-        while True:
-            try:
-                key = await self.queue.get()
-            except QueueShutDownError:
-                return
-            self._metrics.queue_depth.labels(kind=self.kind).set(len(self.queue))
-            try:
-                requeue_after = await self.reconcile(key)
-            except Exception as error:
-                self._metrics.reconcile_errors.labels(kind=self.kind).inc()
-                delay = self.queue.next_backoff(key)
-                self.queue.add_after(key, delay)
-                _log_outcome(self.kind, key, "error", error=str(error), retry_in=round(delay, 3))
-            else:
-                self.queue.forget(key)
-                if requeue_after is not None:
-                    self.queue.add_after(key, requeue_after)
-            finally:
-                self.queue.done(key)
+    def _count_queued(self) -> None:
+        self._metrics.queue_depth.labels(kind=self.kind).set(len(self.queue))
+
+    def _failed(self, key: str, error: Exception, retry_in: float) -> None:
+        self._metrics.reconcile_errors.labels(kind=self.kind).inc()
+        _log_outcome(self.kind, key, "error", error=str(error), retry_in=round(retry_in, 3))
 
     def _expectations_satisfied(self, key: str) -> bool:
         return all(
@@ -229,7 +227,7 @@ class JobController:
         runs = [(batch_job, self._children.pods.by_owner(_uid(batch_job))) for batch_job in batch_jobs]
         remembered = None
         if len(pods) >= REMEMBERED_FROM_PODS:
-            remembered = self._remembered.setdefault(key, PodObservations())
+            remembered = self._remembered.setdefault(key, ChildObservations())
         else:
             self._remembered.pop(key, None)
         departed = [pod for pod in self._departed.get(key, ()) if _owned_by(pod, uid)]
@@ -243,6 +241,7 @@ class JobController:
             gang_scheduling=gang,
             batch_jobs=runs,
             remembered=remembered,
+            services_version=self._children.services.owner_version(uid),
             nodes=nodes.get if nodes is not None else None,
             departed=departed,
         )
@@ -253,14 +252,24 @@ class JobController:
 
         decision = reconcile(job, observation, now, self._traits, self.framework)
         planned = decision.admitted or job  # not admitted: nothing will be planned from it
-        running_hosts = tuple(
-            self._addressing.host(planned, replica.replica_type, replica.index)
-            for replica in observation.replicas
-            if replica.phase is Phase.RUNNING
-            and not self.framework.is_master_role(planned, replica.replica_type, replica.index)
+        # Only a framework that writes config files (MPI's hostfile and discover_hosts.sh) reads them: for the
+        # others, naming every running replica was 4 ms of each reconcile of a 5,000-replica job.
+        running_hosts = (
+            tuple(
+                self._addressing.host(planned, replica.replica_type, replica.index)
+                for replica in observation.replicas
+                if replica.phase is Phase.RUNNING
+                and not self.framework.is_master_role(planned, replica.replica_type, replica.index)
+            )
+            if self._writes_config_files
+            else ()
         )
         target = Target(
             key, stored, planned, self.framework, pod_group, autoscaler, running_hosts, tuple(batch_jobs)
+        )
+        # Before the Decision is carried out: the failed pods' lines are read while they are still there.
+        retry_failures_in = await self._keep_failures(
+            key, stored, job, decision.admitted is not None, observation, now
         )
         outcome = await self._actor.carry_out(target, decision)
         if outcome.written_job is not None:
@@ -286,6 +295,8 @@ class JobController:
             requeue_after=decision.requeue_after,
             duration_ms=round(elapsed * 1000, 1),
         )
+        if retry_failures_in is not None:
+            return min(retry_failures_in, decision.requeue_after or retry_failures_in)
         return decision.requeue_after
 
     def _counted(self, key: str, departed: list[KubeObject]) -> None:
@@ -296,6 +307,24 @@ class JobController:
             self._departed[key] = left
         else:
             self._departed.pop(key, None)
+
+    async def _keep_failures(
+        self,
+        key: str,
+        stored: KubeObject,
+        job: TrainingJob,
+        admitted: bool,
+        observation: Observation,
+        now: datetime,
+    ) -> float | None:
+        """Keep the job's failure record current (``kube.failures``); when to look again if that failed."""
+        if self._failures is None or not admitted:
+            return None
+        try:
+            return await self._failures.keep(stored, job, self.framework, observation.replicas, now)
+        except Exception as error:  # reading the record failed: the reconcile goes on, and is retried later
+            _log_outcome(self.kind, key, "failure record not kept", error=str(error))
+            return FAILURE_RECORD_RETRY
 
     def _with_crash_output(
         self, key: str, job: TrainingJob, observation: Observation, pods: list[KubeObject], now: datetime
