@@ -150,6 +150,8 @@ class LocalRun:
         """``(reason, message)`` of every finding said so far."""
         self._replaced: dict[ReplicaKey, tuple[int, list[int]]] = {}
         """Per replica, the restarts and exit codes of processes already deleted (ExitCode restarts)."""
+        self._deleting: set[Replica] = set()
+        """Replicas being deleted (stopped within their grace period): a second interrupt kills them too."""
         self._changed = asyncio.Event()
         self._observed: Observation | None = None
         """What the last reconcile observed."""
@@ -261,7 +263,11 @@ class LocalRun:
         key = (replica_type, index)
         process = self.processes.pop(key, None)
         if process is not None:
-            await process.delete(self._grace_period(key))
+            self._deleting.add(process)
+            try:
+                await process.delete(self._grace_period(key))
+            finally:
+                self._deleting.discard(process)
             restarts, codes = self._replaced.get(key, (0, []))
             recreated = 1 if reason in RESTARTED_REASONS else 0
             self._replaced[key] = (
@@ -323,7 +329,7 @@ class LocalRun:
                 "interrupt again to kill now)"
             )
         else:
-            for process in self.processes.values():
+            for process in (*self.processes.values(), *self._deleting):
                 process.kill_now()
         self._changed.set()
 
