@@ -114,6 +114,28 @@ def incidents(ctx: ReconcileContext) -> list[Incident]:
             found.append(Incident(replica, cause, True, in_place=True, ended_at=_ended_at(replica)))
         elif replica.phase is Phase.FAILED and restarted_after_failure(ctx, replica):
             found.append(Incident(replica, _failure(replica), counted=True, ended_at=_ended_at(replica)))
+    if running:
+        found += _vanished(ctx, scoped)
+    return found
+
+
+def _vanished(ctx: ReconcileContext, scoped: list[ObservedReplica]) -> list[Incident]:
+    """Replicas gone without being seen going (force-deleted, deleted while the operator was away) while their
+    peers run: fewer of a type are there than the last status counted (Pending ones are not counted, so a
+    replica not yet created, or not yet started, is never taken for one that vanished)."""
+    found: list[Incident] = []
+    for replica_type in ctx.job.replica_specs:
+        if ctx.retried_by_controller(replica_type):
+            continue
+        previous = ctx.job.status.replica_statuses.get(replica_type)
+        if previous is None:
+            continue
+        wanted = replica_count(ctx.job, replica_type)
+        present = {replica.index for replica in scoped if replica.replica_type == replica_type}
+        if len(present) >= min(previous.active + previous.succeeded + previous.failed, wanted):
+            continue
+        index = min(i for i in range(wanted) if i not in present)
+        found.append(Incident(ObservedReplica(replica_type, index, Phase.PENDING), "is gone"))
     return found
 
 

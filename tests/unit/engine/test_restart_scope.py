@@ -149,6 +149,31 @@ def test_a_deletion_by_someone_else_does_not_count_against_backoff_limit() -> No
     assert sum(status.restarts for status in decision.status.replica_statuses.values()) == 0
 
 
+def running_whole_job() -> TrainingJob:
+    """A job under restart scope Job whose last status counted all of its replicas running."""
+    job = whole_job()
+    statuses = {"Master": ReplicaStatus(active=1), "Worker": ReplicaStatus(active=2)}
+    return job.with_status(JobStatus(replica_statuses=statuses))
+
+
+def test_a_replica_that_vanished_while_its_peers_run_restarts_the_job() -> None:
+    decision = decide(running_whole_job(), observe(replica("Master", 0), replica("Worker", 0)))
+    assert not actions_of(decision, CreateReplica)
+    assert {(d.replica_type, d.index) for d in actions_of(decision, DeleteReplica)} == {
+        ("Master", 0),
+        ("Worker", 0),
+    }
+    restarting = decision.status.condition(ConditionType.RESTARTING)
+    assert restarting is not None
+    assert "because Worker replica 1 (pod toy-worker-1) is gone" in (restarting.message or "")
+
+
+def test_a_replica_not_yet_counted_running_is_created_not_taken_for_vanished() -> None:
+    decision = decide(whole_job(), observe(replica("Master", 0), replica("Worker", 0)))
+    assert actions_of(decision, CreateReplica) == [CreateReplica("Worker", 1)]
+    assert not actions_of(decision, DeleteReplica)
+
+
 def test_a_warning_names_the_replica_and_the_exit_code_that_restarted_the_job() -> None:
     decision = decide(
         whole_job(),
