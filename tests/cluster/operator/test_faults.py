@@ -253,3 +253,57 @@ def test_restart_scope_job_restarts_every_replica_together_and_counts_it_once(
     run_all(pod_driver, namespace, ALL_PODS)
     running = wait_condition(kube_api, "PyTorchJob", namespace, "j", "Running")
     assert not condition_true(running, "Failed")
+
+
+def test_restart_scope_job_restarts_every_replica_when_a_pod_fails_with_a_retryable_exit_code(
+    kube_api: KubeApi, namespace: str, pod_driver: PodDriver, start_operator: StartOperator
+) -> None:
+    start_operator()
+    manifest = annotated(
+        pytorch_job("j", restart_policy="ExitCode", backoffLimit=2), **{"kubetrain.dev/restart-scope": "Job"}
+    )
+    create_job(kube_api, namespace, manifest)
+    wait_pods(kube_api, namespace, ALL_PODS)
+    run_all(pod_driver, namespace, ALL_PODS)
+    wait_condition(kube_api, "PyTorchJob", namespace, "j", "Running")
+    before = uids(kube_api, namespace)
+
+    pod_driver.fail((namespace, "j-master-0"), exit_code=137, reason="OOMKilled")
+
+    for name in ALL_PODS:
+        eventually(partial(replaced, kube_api, namespace, name, before[name]), what=f"{name} restarted")
+    said = eventually(lambda: messages(kube_api, namespace, "PyTorchJobRestarting"), what="its Warning event")
+    assert any(
+        "because Master replica 0 (pod j-master-0) exited with code 137" in message
+        and "this counts once against backoffLimit" in message
+        for message in said
+    )
+
+
+def test_restart_scope_job_restarts_every_replica_when_a_pod_vanished_while_the_operator_was_away(
+    kube_api: KubeApi, namespace: str, pod_driver: PodDriver, start_operator: StartOperator
+) -> None:
+    operator = start_operator()
+    manifest = annotated(
+        pytorch_job("j", restart_policy="OnFailure", backoffLimit=0), **{"kubetrain.dev/restart-scope": "Job"}
+    )
+    create_job(kube_api, namespace, manifest)
+    wait_pods(kube_api, namespace, ALL_PODS)
+    run_all(pod_driver, namespace, ALL_PODS)
+    eventually(
+        lambda: worker_status(kube_api, namespace).get("active") == 2 or None, what="both workers counted"
+    )
+    before = uids(kube_api, namespace)
+    operator.terminate()
+
+    path = f"/api/v1/namespaces/{namespace}/pods/j-worker-1"
+    kube_api.delete(path, {"gracePeriodSeconds": 0})
+    eventually(lambda: not kube_api.exists(path) or None, what="j-worker-1 gone")
+    start_operator()
+
+    for name in ALL_PODS:
+        eventually(partial(replaced, kube_api, namespace, name, before[name]), what=f"{name} restarted")
+    said = eventually(lambda: messages(kube_api, namespace, "PyTorchJobRestarting"), what="its Warning event")
+    assert any("because Worker replica 1 (pod j-worker-1) is gone" in message for message in said)
+    job = get_job(kube_api, "PyTorchJob", namespace, "j")
+    assert not condition_true(job, "Failed"), "a vanished pod does not count against backoffLimit 0"
