@@ -122,10 +122,20 @@ def test_the_metadata_declares_the_runtime_dependencies(metadata: Message) -> No
     assert {"pydantic", "pyyaml", "typer", "lightkube", "httpx", "psutil"} <= names
 
 
-def test_the_examples_frameworks_are_an_optional_extra(metadata: Message) -> None:
-    assert "examples" in metadata.get_all("Provides-Extra", [])
-    examples = [r for r in metadata.get_all("Requires-Dist", []) if 'extra == "examples"' in r]
-    assert any(r.startswith("torch") for r in examples)
+def extra(metadata: Message, name: str) -> list[str]:
+    return [
+        r.split(";")[0].strip() for r in metadata.get_all("Requires-Dist", []) if f'extra == "{name}"' in r
+    ]
+
+
+def test_the_examples_frameworks_are_an_optional_extra_with_torch_in_one_of_its_own(
+    metadata: Message,
+) -> None:
+    """`make run` installs the ``pytorch`` extra alone (the DDP example's torch and numpy); the tiers install
+    ``examples``, every example's framework, which includes it."""
+    assert {"examples", "pytorch"} <= set(metadata.get_all("Provides-Extra", []))
+    assert [r.split("=")[0] for r in extra(metadata, "pytorch")] == ["torch", "numpy"]
+    assert "kubetrain[pytorch]" in extra(metadata, "examples")
 
 
 def test_the_metadata_names_license_python_and_classifiers(metadata: Message) -> None:

@@ -143,6 +143,28 @@ def test_trainer_v2_3s_own_status_script_sets_a_pytorchjobs_trainer_status_under
     assert run.condition("Succeeded") is not None
 
 
+def test_trainer_v2_3s_own_status_script_sets_a_trainjobs_trainer_status_under_kubetrain_run(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    trainjob = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "trainer-script"},
+        "spec": {
+            "runtimeRef": {"name": "torch-distributed"},
+            "trainer": {"numNodes": 2, "command": ["python", TRAINER_SCRIPT]},
+        },
+    }
+    run = kubetrain_run(write_manifest(tmp_path, trainjob), state_dir)
+    assert run.returncode == 0, run.stderr
+    for node in ("node-0", "node-1"):
+        [said] = run.lines_of(node)
+        assert said.startswith("Success updating trainer status: 200 "), said
+    status = run.job_status["trainerStatus"]
+    assert {key: status[key] for key in TRAINER_REPORT} == TRAINER_REPORT
+    assert run.condition("Succeeded") is not None
+
+
 def test_trainer_v2_3s_own_status_script_sets_a_pytorchjobs_trainer_status_under_submit_local(
     tmp_path: Path, state_dir: Path
 ) -> None:

@@ -48,9 +48,11 @@ class EnvtestError(RuntimeError):
 
 
 def default_run_dir() -> Path:
+    """``KUBETRAIN_ENVTEST_DIR`` made absolute (the controllers started there run in directories of their
+    own, so a relative path in their arguments would name nothing), else the user's state directory."""
     override = os.environ.get(RUN_DIR_ENV)
     if override:
-        return Path(override)
+        return Path(override).resolve()
     state_home = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(state_home) / "kubetrain" / "envtest"
 

@@ -126,6 +126,8 @@ def start(run_dir: Path, kubeconfig: Path, timeout: float = START_TIMEOUT) -> fl
     """Install the CRD and start the controller against the envtest in ``run_dir`` unless it runs there
     already; return once a JobSet passes its webhooks through the API server. Returns the seconds taken."""
     started = time.monotonic()
+    # The controller runs in a directory of its own: its arguments must not be relative paths.
+    run_dir, kubeconfig = run_dir.resolve(), kubeconfig.resolve()
     binary = ensure_built()
     with KubeApi.from_kubeconfig(kubeconfig) as api:
         install_crd_files(api, [crd_path()])

@@ -190,6 +190,8 @@ def start(
     integrating ``frameworks``, whose CRDs must be installed; returns the seconds taken, once its webhooks
     answer through the API server and its queueing and integration controllers run their workers."""
     started = time.monotonic()
+    # The controller runs in a directory of its own: its arguments must not be relative paths.
+    run_dir, kubeconfig = run_dir.resolve(), kubeconfig.resolve()
     binary = ensure_built()
     with KubeApi.from_kubeconfig(kubeconfig) as api:
         install_crd_files(api, crd_paths())

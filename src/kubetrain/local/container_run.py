@@ -131,7 +131,9 @@ def network_name(job_name: str) -> str:
 
 
 def dns_aliases(job: TrainingJob, pod_name: str) -> tuple[str, ...]:
-    """Every name the cluster's DNS would give the pod: its service, and its host in the job's subdomain."""
+    """Every name the cluster's DNS would give the pod (named as the framework names it: a JobSet's pod by
+    its host name, ``<jobset>-<replicated job>-<job index>-<index>``): its service, and its host in the job's
+    subdomain."""
     names = [
         pod_name,
         f"{pod_name}.{job.name}",
@@ -238,7 +240,7 @@ def container_run(
         container,
         f"{pod_path}.containers[{position}]",
         pod_name,
-        dns_aliases(job, pod_name),
+        dns_aliases(job, plan.name),
         tuple(gpus),
         labels,
         volumes,

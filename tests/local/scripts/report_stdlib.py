@@ -34,7 +34,7 @@ def post(url: str, ca_file: str, token: str, body: object) -> tuple[int, str]:
     )
     context = ssl.create_default_context(cafile=ca_file)
     try:
-        with urllib.request.urlopen(request, context=context, timeout=10) as answer:
+        with urllib.request.urlopen(request, context=context, timeout=60) as answer:
             return answer.status, ""
     except urllib.error.HTTPError as refused:
         return refused.code, json.loads(refused.read()).get("message", "")

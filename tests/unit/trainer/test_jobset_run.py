@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from trainjobs import builtin, trainjob
@@ -13,8 +14,9 @@ from kubetrain.engine.planning import desired_replicas, plan_replica
 from kubetrain.engine.reconciler import reconcile
 from kubetrain.engine.trainjob_plan import plan
 from kubetrain.engine.types import CreateReplica, Observation, ObservedReplica, Phase, Traits
-from kubetrain.frameworks.addressing import LocalAddressing
+from kubetrain.frameworks.addressing import ClusterAddressing, LocalAddressing
 from kubetrain.frameworks.jobset_run import JobSetRunFramework, from_jobset
+from kubetrain.local.container_run import container_run
 from kubetrain.local.trainjob import prepare
 
 NOW = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
@@ -125,3 +127,12 @@ def test_a_jobset_runs_replicas_carry_a_jobsets_pod_labels_and_are_read_back_fro
         "node",
         4,
     )
+
+
+def test_a_node_in_a_container_is_reachable_by_its_jobset_host_name() -> None:
+    """What Trainer's env names (``PET_MASTER_ADDR=<trainjob>-node-0-0.<trainjob>``) resolves on the job's
+    container network, as the cluster's DNS resolves a JobSet pod's host name in its subdomain."""
+    run = _run(trainer={"numNodes": 2})
+    replica = plan_replica(run, "node", 0, ClusterAddressing())
+    container = container_run(replica, run, labels={}, volumes_dir=Path("/state/volumes"))
+    assert f"{run.name}-node-0-0.{run.name}" in container.aliases
