@@ -81,6 +81,53 @@ def test_pytorch_ddp_resumes_from_the_checkpoint_after_a_replica_restarts(
     assert "step 59 loss" in "\n".join(run.lines_of("master-0"))
 
 
+def test_pytorch_ddp_under_restart_scope_job_survives_a_killed_rank_and_resumes_from_its_checkpoint(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    # Issue 29: worker-1's training process is killed (SIGKILL) after the step-20 checkpoint; with restart
+    # scope Job every rank is stopped and started again together, and they all resume from the checkpoint.
+    manifest = example("pytorch-ddp", tmp_path / "ckpt", ("--step-seconds", "0.2"))
+    manifest["metadata"]["annotations"] = {"kubetrain.dev/restart-scope": "Job"}
+    runner = subprocess.Popen(
+        [KUBETRAIN, "run", str(write_manifest(tmp_path, manifest)), "--state-dir", str(state_dir)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        master_log = state_dir / "pytorch-ddp" / "logs" / "master-0.log"
+        deadline = time.monotonic() + 180
+        while not (master_log.exists() and "checkpoint at step 20" in master_log.read_text()):
+            assert time.monotonic() < deadline and runner.poll() is None, "training never reached step 20"
+            time.sleep(0.2)
+        status = json.loads((state_dir / "pytorch-ddp" / "status.json").read_text())
+        killed = next(r["pid"] for r in status["replicas"] if r["name"] == "worker-1")
+        psutil.Process(killed).send_signal(signal.SIGKILL)
+        stdout, stderr = runner.communicate(timeout=240)
+    finally:
+        if runner.poll() is None:
+            runner.send_signal(signal.SIGINT)
+            runner.wait(timeout=60)
+    run = Run(runner.returncode, stdout, stderr, state_dir, "pytorch-ddp")
+    assert_succeeded(run)
+    warnings = [e["message"] for e in run.status_record["events"] if e["reason"] == "PyTorchJobRestarting"]
+    assert len(warnings) == 1, warnings
+    assert (
+        "because Worker replica 1 (pod pytorch-ddp-worker-1) container pytorch exited with code 137"
+        in (warnings[0])
+    )
+    assert all(run.replica(name)["restarts"] >= 1 for name in ("master-0", "worker-0", "worker-1"))
+    resumed = [
+        int(m.group(1))
+        for line in run.lines_of("master-0")
+        if (m := re.match(r"rank 0 resumed from checkpoint at step (\d+)", line))
+    ]
+    assert resumed and resumed[-1] >= 20, "every rank started again from the checkpoint"
+    assert "step 59 loss" in "\n".join(run.lines_of("master-0"))
+    assert sum(s.get("restarts", 0) for s in run.job_status["replicaStatuses"].values()) == 1
+
+
 def test_elastic_pytorch_re_rendezvouses_when_a_worker_process_is_killed(
     tmp_path: Path, state_dir: Path
 ) -> None:

@@ -62,6 +62,32 @@ def test_on_failure_restarts_in_place_and_counts_the_restart(tmp_path: Path, sta
     assert run.replica("master-0")["exit_codes"] == [3, 0]
 
 
+def test_restart_scope_job_stops_every_replica_and_starts_them_again_together(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    marker = tmp_path / "attempted"
+    job = python_job(
+        "whole-job",
+        {"Master": (1, ["-c", "import time; time.sleep(4)"]), "Worker": (1, [EXIT_WITH, "3", str(marker)])},
+        restart_policy="OnFailure",
+        run_policy={"backoffLimit": 2},
+    )
+    job["metadata"]["annotations"] = {"kubetrain.dev/restart-scope": "Job"}
+    run = kubetrain_run(write_manifest(tmp_path, job), state_dir)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr
+    assert run.replica("master-0")["exit_codes"] == [143, 0], (
+        "the master was stopped with its peer, then ran again"
+    )
+    warnings = [e["message"] for e in run.status_record["events"] if e["reason"] == "PyTorchJobRestarting"]
+    assert len(warnings) == 1
+    assert (
+        "because Worker replica 0 (pod whole-job-worker-0) container pytorch exited with code 3"
+        in warnings[0]
+    )
+    restarts = sum(s.get("restarts", 0) for s in run.job_status["replicaStatuses"].values())
+    assert restarts == 1, "one job restart, counted once"
+
+
 def test_backoff_limit_2_stops_the_job_after_2_restarts(tmp_path: Path, state_dir: Path) -> None:
     job = python_job(
         "backoff",

@@ -126,6 +126,9 @@ class ReplicaStatus(WireModel):
     count of replaced replicas here; live replicas' restart counts add to it. This is what makes
     ``backoffLimit`` count ``ExitCode`` recreations (upstream issue #2045).
     """
+    disruptions: int = 0
+    """kubetrain extension: replicas replaced after a disruption (preemption, eviction, a lost node), which
+    do not count against ``backoffLimit``; bounded by ``kubetrain.dev/disruption-limit``."""
 
     @model_serializer(mode="wrap")
     def _omit_zero_counters(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -134,7 +137,7 @@ class ReplicaStatus(WireModel):
         return {k: v for k, v in data.items() if v != 0 or k not in _COUNTERS}
 
 
-_COUNTERS = {"active", "succeeded", "failed", "restarts"}
+_COUNTERS = {"active", "succeeded", "failed", "restarts", "disruptions"}
 
 
 class JobStatus(WireModel):

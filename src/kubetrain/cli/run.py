@@ -57,7 +57,11 @@ def run_command(
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print the replicas' logs only."),
     grace_period: float = typer.Option(
-        30.0, "--grace-period", min=0.0, help="Seconds between SIGTERM and SIGKILL when stopping a replica."
+        30.0,
+        "--grace-period",
+        min=0.0,
+        help="Seconds between SIGTERM and SIGKILL when stopping a replica whose template sets no "
+        "terminationGracePeriodSeconds.",
     ),
     runtime: Runtime = typer.Option(
         Runtime.PROCESS,

@@ -9,6 +9,7 @@ from kubetrain.api.jobs import TrainingJob
 from kubetrain.api.podtemplate import checked_pod_template_schema
 from kubetrain.api.structural import schema_errors
 from kubetrain.api.validation import invalid, non_negative_errors
+from kubetrain.engine.fault_policy import fault_policy_errors
 from kubetrain.engine.progress import progress_deadline_errors
 from kubetrain.engine.types import ReplicaLimits
 from kubetrain.frameworks.base import Framework
@@ -90,7 +91,12 @@ def admit(job: JobT, framework: Framework[Any] | None = None, limits: ReplicaLim
         raise InvalidJobError(early)
     framework = framework or framework_for(job)
     defaulted: JobT = framework.set_defaults(job)
-    errors = counts_errors(defaulted) + progress_deadline_errors(defaulted) + framework.validate(defaulted)
+    errors = (
+        counts_errors(defaulted)
+        + progress_deadline_errors(defaulted)
+        + fault_policy_errors(defaulted, framework)
+        + framework.validate(defaulted)
+    )
     if errors:
         raise InvalidJobError(errors)
     return defaulted

@@ -34,6 +34,7 @@ from kubetrain.frameworks.base import ConditionProposal, Framework, StatusEvent
 
 if TYPE_CHECKING:
     from kubetrain.engine.diagnosis import Finding
+    from kubetrain.engine.disruptions import DisruptionView
 
 ReplicaKey = tuple[str, int]
 
@@ -57,6 +58,8 @@ class ReconcileContext:
     """``job`` has been through admission (defaulted and valid)."""
     findings: tuple[Finding, ...] = ()
     """What ``engine.diagnosis`` found this round (the reconciler sets it)."""
+    disruption_view: DisruptionView | None = None
+    """The job's disruptions this round, once ``engine.disruptions`` has looked."""
 
     @classmethod
     def start(

@@ -19,7 +19,9 @@ Reasons, one rule each:
 - ``InitWaitingForMaster``: a worker's wait-for-master init container has waited past a grace period for a
   master that is not Ready, or that has been Ready all that while (its name does not resolve);
 - ``ImageDigestMismatch``: replicas run different digests of one image reference;
-- ``ProgressDeadlineExceeded``: the job's ``Stalled`` condition (``engine.progress``).
+- ``ProgressDeadlineExceeded``: the job's ``Stalled`` condition (``engine.progress``);
+- ``NodeLost``: pods are on a node that stopped reporting (``Ready`` ``Unknown`` or ``False``) or that is
+  tainted out of service: the node, the pods, and how they are replaced (``engine.node_loss``).
 
 Each rule reads each replica once (a 5,000-replica job is diagnosed on every reconcile); only the pods a
 message names are formatted.
@@ -35,8 +37,10 @@ from typing import Any
 
 from kubetrain.api.common import ConditionType, JobStatus
 from kubetrain.api.jobs import TrainingJob
+from kubetrain.engine.fault_policy import NODE_LOSS_TIMEOUT_ANNOTATION, fault_policy
+from kubetrain.engine.node_loss import NODE_LOST, OUT_OF_SERVICE_TAINT, lost_nodes, node_state
 from kubetrain.engine.progress import STALLED_REASON
-from kubetrain.engine.types import ObservedContainer, ObservedReplica, Phase
+from kubetrain.engine.types import ObservedContainer, ObservedNode, ObservedReplica, Phase
 from kubetrain.frameworks.base import Framework
 
 GANG_DEADLOCK = "GangDeadlock"
@@ -57,6 +61,7 @@ REASONS = (
     INIT_WAITING_FOR_MASTER,
     IMAGE_DIGEST_MISMATCH,
     PROGRESS_DEADLINE_EXCEEDED,
+    NODE_LOST,
 )
 """Every reason a finding can have, in the order ``diagnose`` lists them."""
 
@@ -120,10 +125,11 @@ def diagnose(
     replicas: Iterable[ObservedReplica],
     now: datetime,
     status: JobStatus | None = None,
+    nodes: Sequence[ObservedNode] = (),
 ) -> Diagnosis:
     """The failure modes ``job`` shows at ``now``; ``status`` is its status as this reconcile leaves it
-    (``job.status`` by default)."""
-    scene = _Scene.of(job, framework, replicas, now, job.status if status is None else status)
+    (``job.status`` by default); ``nodes`` the nodes its replicas are on, where the substrate has nodes."""
+    scene = _Scene.of(job, framework, replicas, now, job.status if status is None else status, nodes)
     findings = [
         *_scheduling(scene),
         *_crash_loops(scene),
@@ -132,6 +138,7 @@ def diagnose(
         *_init_waiting_for_master(scene),
         *_digest_mismatches(scene),
         *_stalled(scene),
+        *_lost_nodes(scene),
     ]
     recheck = None if scene.recheck_at is None else max((scene.recheck_at - now).total_seconds(), 0.0)
     return Diagnosis(tuple(findings), recheck)
@@ -164,6 +171,10 @@ class _Scene:
     """Neither finished nor terminating, in the spec's order of types, then by index."""
     failed: list[ObservedReplica]
     """Failed and not terminating (an OOM kill explains them)."""
+    lost: dict[str, ObservedNode] = field(default_factory=dict)
+    """The lost nodes replicas that have not ended are on."""
+    on_lost: dict[str, list[ObservedReplica]] = field(default_factory=dict)
+    """By lost node, those replicas (live or terminating) in order."""
     recheck_at: datetime | None = None
     _names: dict[tuple[str, int], str] = field(default_factory=dict)
 
@@ -175,11 +186,18 @@ class _Scene:
         replicas: Iterable[ObservedReplica],
         now: datetime,
         status: JobStatus,
+        nodes: Sequence[ObservedNode] = (),
     ) -> _Scene:
         order = {replica_type: position for position, replica_type in enumerate(job.replica_specs)}
         live: list[ObservedReplica] = []
         failed: list[ObservedReplica] = []
+        lost = lost_nodes(tuple(nodes))
+        on_lost: dict[str, list[ObservedReplica]] = {}
         for replica in replicas:
+            if replica.node in lost and (
+                replica.terminating or replica.phase not in (Phase.SUCCEEDED, Phase.FAILED)
+            ):
+                on_lost.setdefault(replica.node or "", []).append(replica)
             if replica.terminating:
                 continue
             if replica.phase is Phase.FAILED:
@@ -190,7 +208,17 @@ class _Scene:
         def position(replica: ObservedReplica) -> tuple[int, str, int]:
             return (order.get(replica.replica_type, len(order)), replica.replica_type, replica.index)
 
-        return cls(job, framework, now, status, sorted(live, key=position), sorted(failed, key=position))
+        on_lost = {node: sorted(group, key=position) for node, group in on_lost.items()}
+        return cls(
+            job,
+            framework,
+            now,
+            status,
+            sorted(live, key=position),
+            sorted(failed, key=position),
+            {name: lost[name] for name in on_lost},
+            on_lost,
+        )
 
     def pod(self, replica: ObservedReplica) -> str:
         key = (replica.replica_type, replica.index)
@@ -228,6 +256,43 @@ class _Scene:
 
 
 # --- the rules ------------------------------------------------------------------------------------------
+
+
+def _lost_nodes(scene: _Scene) -> list[Finding]:
+    """Pods on a node that stopped reporting, or that its administrator declared down: the node, its state,
+    and when (or how) they are replaced."""
+    timeout = fault_policy(scene.job).node_loss_timeout
+    findings = []
+    for name, group in scene.on_lost.items():
+        node = scene.lost[name]
+        pods = scene.pods(group)
+        gone = "stopped reporting" if node.ready == "Unknown" else "is not ready"
+        state = node_state(node)
+        if node.out_of_service:
+            outcome = (
+                f"{_they(pods)} force-deleted and replaced: its administrator declared it down "
+                f"({OUT_OF_SERVICE_TAINT})"
+            )
+            cause = f"on node {name}, which is {state}"
+        else:
+            cause = f"on node {name}, which {gone} ({state})"
+            if timeout is not None and node.since is not None:
+                due = node.since + timedelta(seconds=timeout)
+                outcome = (
+                    f"{_they(pods)} force-deleted and replaced on another node at "
+                    f"{due.strftime('%Y-%m-%dT%H:%M:%SZ')} ({NODE_LOSS_TIMEOUT_ANNOTATION}: {timeout}) "
+                    "unless it comes back first"
+                )
+            else:
+                outcome = (
+                    f"what runs there is lost until it comes back. Fix: bring node {name} back (its kubelet "
+                    "and container runtime); if it is gone for good, delete it (kubectl delete node "
+                    f"{name}) or taint it {OUT_OF_SERVICE_TAINT}=nodeshutdown:NoExecute, and its pods are "
+                    f"replaced on another node; {NODE_LOSS_TIMEOUT_ANNOTATION} on the job does that after so "
+                    "many seconds"
+                )
+        findings.append(Finding(NODE_LOST, f"{_names(pods)} {_be(pods)} {cause}: {outcome}", pods))
+    return findings
 
 
 def _scheduling(scene: _Scene) -> list[Finding]:
@@ -539,6 +604,10 @@ def _and(words: Sequence[str]) -> str:
 
 def _be(pods: Sequence[str]) -> str:
     return "is" if len(pods) == 1 else "are"
+
+
+def _they(pods: Sequence[str]) -> str:
+    return "it is" if len(pods) == 1 else "they are"
 
 
 def _cut(text: str, limit: int) -> str:

@@ -10,6 +10,8 @@
   restart when it is observed. Both policies therefore fail the job on the same failure, the
   ``backoffLimit``-th one that needed a restart, and report the same restart count: a replica the
   kubelet already restarted in place is stopped, a replica awaiting recreation is not recreated.
+- Under restart scope Job (``engine.restart_scope``) a job restart counts once, however many replicas the
+  kubelet restarted in place before the engine stopped them all, and not at all when a disruption caused it.
 - activeDeadlineSeconds has a real timer: while the job runs, ``requeue_after`` is the time left,
   so the deadline fires even when nothing else happens (upstream #3358).
 """
@@ -21,6 +23,7 @@ from kubetrain.engine.completion import expire
 from kubetrain.engine.conditions import backoff_limit_message, condition_reason, deadline_message
 from kubetrain.engine.context import ReconcileContext
 from kubetrain.engine.planning import replica_policy
+from kubetrain.engine.restart_scope import job_scope, pending_restarts
 from kubetrain.engine.types import EventType
 
 _RESTARTING_POLICIES = frozenset({RestartPolicy.ON_FAILURE, RestartPolicy.ALWAYS, RestartPolicy.EXIT_CODE})
@@ -33,6 +36,8 @@ def total_restarts(ctx: ReconcileContext) -> int:
     restarts moved into ``ReplicaStatus.restarts`` when it was deleted.
     """
     replaced = sum(status.restarts for status in ctx.status.replica_statuses.values())
+    if job_scope(ctx):
+        return replaced + pending_restarts(ctx)
     in_place = sum(
         replica.restart_count
         for replica in ctx.observation.replicas

@@ -7,10 +7,13 @@ The steps follow upstream's reconcile order (upstream-behaviour §4.1 step 7):
 3. defaults and validation → an invalid spec fails the job with reason ``InvalidSpec``;
 4. a finished job only gets cleanPodPolicy, PodGroup removal and TTL;
 5. a suspended job gets everything deleted; a resumed one restarts its clock;
-6. backoffLimit / activeDeadlineSeconds exceeded → Failed, everything deleted;
+6. backoffLimit / activeDeadlineSeconds exceeded, or a pod waiting to be scheduled past the job's scheduling
+   timeout → Failed, everything deleted;
 7. gang scheduling: sync the PodGroup (under Volcano wait until it is admitted);
-8. replicas: create, restart, scale down, count;
-9. the framework's success / failure rules, then startTime / completionTime;
+8. replicas: create, restart (one replica, or under restart scope Job all of them), replace the disrupted and
+   those on lost nodes, scale down, count;
+9. the framework's success / failure rules (a job whose replicas a disruption is replacing stays
+   ``Restarting``), then startTime / completionTime;
 10. a running job silent past its progress deadline is marked Stalled (or failed, if it asks);
 11. the failure modes it shows (``engine.diagnosis``) become the Decision's findings, for the substrates to
     raise as Warning events; also in the reconcile where it fails, which they explain.
@@ -33,13 +36,17 @@ from kubetrain.engine.completion import finish
 from kubetrain.engine.conditions import condition_reason, created_message
 from kubetrain.engine.context import ReconcileContext
 from kubetrain.engine.diagnosis import diagnose
+from kubetrain.engine.disruptions import announce_disruptions, disruptions
 from kubetrain.engine.gang import sync_pod_group
 from kubetrain.engine.limits import deadline_remaining, fail_for_limit, failure_from_limits
+from kubetrain.engine.node_loss import wake_up_for_node_loss
 from kubetrain.engine.progress import check_progress, clear_stalled
 from kubetrain.engine.replicas import force_stuck_replicas, reconcile_replicas
+from kubetrain.engine.restart_scope import restart_in_progress
+from kubetrain.engine.scheduling_timeout import check_scheduling_timeout
 from kubetrain.engine.suspension import resume_if_suspended, suspend
 from kubetrain.engine.types import Decision, EventType, Observation, Traits
-from kubetrain.frameworks.base import EventStyle, Framework, StatusContext
+from kubetrain.frameworks.base import ConditionProposal, EventStyle, Framework, StatusContext
 from kubetrain.frameworks.registry import framework_for
 
 INVALID_SPEC_REASON = "InvalidSpec"
@@ -135,7 +142,9 @@ def _run(ctx: ReconcileContext) -> None:
 def _diagnose(ctx: ReconcileContext) -> None:
     """What the job's replicas show now, seen before this Decision's actions (which may be the restart or
     the failure a finding explains); look again when a time-based one may appear or go."""
-    diagnosis = diagnose(ctx.job, ctx.framework, ctx.observation.replicas, ctx.now, ctx.status)
+    diagnosis = diagnose(
+        ctx.job, ctx.framework, ctx.observation.replicas, ctx.now, ctx.status, ctx.observation.nodes
+    )
     ctx.findings = diagnosis.findings
     if diagnosis.recheck_in is not None and not ctx.status.is_finished:
         ctx.wake_up_in(diagnosis.recheck_in)
@@ -147,6 +156,9 @@ def _run_replicas(ctx: ReconcileContext) -> None:
     if failure is not None:
         fail_for_limit(ctx, failure)
         return
+    if check_scheduling_timeout(ctx):
+        return
+    wake_up_for_node_loss(ctx)
     sync_autoscaler(ctx)
     if not sync_pod_group(ctx):
         return
@@ -158,8 +170,12 @@ def _run_replicas(ctx: ReconcileContext) -> None:
     current = ctx.job.with_status(ctx.status)
     retried = frozenset(t for t in ctx.job.replica_specs if ctx.retried_by_controller(t))
     context = StatusContext(current, ctx.status.replica_statuses, observed, ctx.traits.colocated, retried)
+    restarting = bool(disruptions(ctx).tolerated) or restart_in_progress(ctx)
     for proposal in ctx.framework.status_rules(context):
+        if restarting and isinstance(proposal, ConditionProposal) and proposal.type is ConditionType.RUNNING:
+            continue  # Restarting until the disrupted replicas are replaced, or the job restart is over
         ctx.propose(proposal)
+    announce_disruptions(ctx, restarting=not ctx.status.is_finished)
     if not ctx.status.is_finished:
         check_progress(ctx)
 

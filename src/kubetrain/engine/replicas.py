@@ -5,6 +5,10 @@ deletion) would otherwise keep its slot forever and wedge the job in ``Restartin
 #2072, #2185). Once it is ``STUCK_GRACE_SECONDS`` past its ``deletionTimestamp`` the engine asks
 for a forced deletion; until then it is counted as failed, as upstream counts terminating pods,
 and nothing new is created in its place.
+
+A disrupted replica (``engine.disruptions``) is replaced whatever its policy and is not counted; under restart
+scope Job (``engine.restart_scope``) a failure restarts every replica together, and nothing is created while
+any of them is still going.
 """
 
 from __future__ import annotations
@@ -14,22 +18,24 @@ from datetime import timedelta
 from kubetrain.api.common import ConditionType, ReplicaStatus, RestartPolicy
 from kubetrain.engine.conditions import condition_reason, exit_code_failure_message, restarting_message
 from kubetrain.engine.context import ReconcileContext
+from kubetrain.engine.disruptions import DisruptionView, disruptions
+from kubetrain.engine.node_loss import FORCED_REASONS
 from kubetrain.engine.planning import fills_selector, replica_count, replica_policy, replica_type_selector
+from kubetrain.engine.restart_scope import (
+    UNKNOWN_EXIT_CODE,
+    is_retryable,
+    job_scope,
+    restart_in_progress,
+    restart_job,
+    restarted_after_failure,
+)
 from kubetrain.engine.types import EventType, ObservedReplica, Phase
 from kubetrain.frameworks.base import ObservedPhase
 
+__all__ = ["UNKNOWN_EXIT_CODE", "force_stuck_replicas", "is_retryable", "reconcile_replicas"]
+
 STUCK_GRACE_SECONDS = 60.0
 """How long past its deletion deadline a terminating replica may linger before it is force-deleted."""
-
-UNKNOWN_EXIT_CODE = 0xBEEF
-"""Upstream's stand-in when a failed replica has no exit code; it is >= 128, so retryable."""
-
-_ALWAYS_RESTARTED = frozenset({RestartPolicy.ON_FAILURE, RestartPolicy.ALWAYS})
-
-
-def is_retryable(exit_code: int | None) -> bool:
-    """ExitCode policy: 128-255 (killed by a signal, OOM) are retried, 1-127 are permanent."""
-    return (UNKNOWN_EXIT_CODE if exit_code is None else exit_code) >= 128
 
 
 def force_stuck_replicas(ctx: ReconcileContext) -> None:
@@ -49,8 +55,10 @@ def reconcile_replicas(ctx: ReconcileContext) -> list[ObservedPhase]:
     observed = ctx.observed_by_key()
     materialised = ctx.framework.materialised_replica_types(ctx.job, ctx.traits.colocated)
     seen: list[ObservedPhase] = []
+    holding = restart_in_progress(ctx)
     for replica_type in materialised:
-        seen.extend(_reconcile_type(ctx, replica_type, observed))
+        seen.extend(_reconcile_type(ctx, replica_type, observed, holding))
+    restart_job(ctx)
     for (replica_type, _), replicas in observed.items():
         if replica_type not in materialised:
             for replica in replicas:
@@ -62,10 +70,19 @@ def reconcile_replicas(ctx: ReconcileContext) -> list[ObservedPhase]:
 
 
 def _reconcile_type(
-    ctx: ReconcileContext, replica_type: str, observed: dict[tuple[str, int], list[ObservedReplica]]
+    ctx: ReconcileContext,
+    replica_type: str,
+    observed: dict[tuple[str, int], list[ObservedReplica]],
+    holding: bool,
 ) -> list[ObservedPhase]:
+    """``holding``: a job restart is under way (restart scope Job), so nothing is created."""
     previous = ctx.status.replica_statuses.get(replica_type)
-    counts = ReplicaStatus(restarts=previous.restarts if previous is not None else 0)
+    view = disruptions(ctx)
+    counts = ReplicaStatus(
+        restarts=previous.restarts if previous is not None else 0,
+        disruptions=(previous.disruptions if previous is not None else 0)
+        + view.departed.get(replica_type, 0),
+    )
     if fills_selector(ctx.framework):
         counts.selector = replica_type_selector(ctx.job, replica_type, ctx.framework)
     ender = ctx.framework.counts_end_with
@@ -94,14 +111,18 @@ def _reconcile_type(
         ):
             ctx.create_service(key)
         if not replicas:
-            if _awaited_replicas_ready(ctx, replica_type, observed):
+            if not holding and _awaited_replicas_ready(ctx, replica_type, observed):
                 ctx.create_replica(key)
                 _warn_about_template_overrides(ctx, replica_type)
             continue
         for replica in replicas:
-            if counted:
-                _count(counts, replica)
             _record_exit_code(ctx, replica)
+            if _replace_disrupted(ctx, view, replica, counts):
+                continue  # replaced for free: neither counted nor shown to the status rules
+            if counted and not (replica.terminating and job_scope(ctx)):
+                # Under restart scope Job a terminating replica is one the job restart stops: neither a
+                # failure nor a success of this run.
+                _count(counts, replica)
             _warn_if_abnormal(ctx, replica)
             seen.append(
                 ObservedPhase(
@@ -112,9 +133,42 @@ def _reconcile_type(
                 replica.phase is Phase.FAILED
                 and not replica.terminating
                 and not ctx.retried_by_controller(replica_type)
+                and not (job_scope(ctx) and restarted_after_failure(ctx, replica))
             ):
                 _handle_failure(ctx, replica, counts)
     return seen
+
+
+def _replace_disrupted(
+    ctx: ReconcileContext, view: DisruptionView, replica: ObservedReplica, counts: ReplicaStatus
+) -> bool:
+    """Delete a replica a disruption is ending, when it is the engine's to delete: one on a lost node
+    (forced), one that failed (evicted by the kubelet, its node shut down). True when it is replaced for free
+    (within the job's disruption limit); a forced one past the limit counts as a failure. Under restart scope
+    Job the job restart deletes it, with every other replica."""
+    tolerated = view.tolerates(replica) is not None
+    forced = next(
+        (
+            d
+            for r, d in (*view.tolerated.values(), *view.exceeded)
+            if r is replica and d.reason in FORCED_REASONS
+        ),
+        None,
+    )
+    if job_scope(ctx):
+        return tolerated
+    if forced is not None:
+        if ctx.delete_replica(replica, "node-lost", force=True) and not replica.terminating:
+            # Its in-place restarts stay counted once it is gone; past the limit, so does this failure.
+            counts.restarts += replica.restart_count + (0 if tolerated else 1)
+    elif (
+        tolerated
+        and replica.phase is Phase.FAILED
+        and not replica.terminating
+        and ctx.delete_replica(replica, "disruption")
+    ):
+        counts.restarts += replica.restart_count
+    return tolerated
 
 
 def _awaited_replicas_ready(
@@ -215,7 +269,7 @@ def _handle_failure(ctx: ReconcileContext, replica: ObservedReplica, counts: Rep
     policy = replica_policy(ctx.job, replica.replica_type, ctx.framework)
     if policy not in ctx.framework.replaces_failed_replicas:
         return  # left failed: the framework's status rules decide what that means for the job
-    if policy in _ALWAYS_RESTARTED or (policy is RestartPolicy.EXIT_CODE and is_retryable(replica.exit_code)):
+    if restarted_after_failure(ctx, replica):
         reason = condition_reason(ctx.kind, ConditionType.RESTARTING)
         message = restarting_message(ctx.name, replica.replica_type)
         if ctx.delete_replica(replica, "restart"):

@@ -61,6 +61,19 @@ class ObservedContainer:
 
 
 @dataclass(frozen=True)
+class Disruption:
+    """Why a replica is ending through no fault of its own: a pod's ``DisruptionTarget`` condition
+    (preemption by the scheduler, the Eviction API, the taint manager, the kubelet's node-pressure eviction or
+    graceful node shutdown, the pod garbage collector), or the engine's own force-deletion of a pod on a lost
+    node."""
+
+    reason: str
+    """``PreemptionByScheduler``, ``EvictionByEvictionAPI``, ``DeletionByTaintManager``,
+    ``TerminationByKubelet``, ``DeletionByPodGC``; the engine's ``NodeLost`` and ``NodeOutOfService``."""
+    message: str = ""
+
+
+@dataclass(frozen=True)
 class ObservedReplica:
     """One replica as the substrate sees it (a pod, or a local process)."""
 
@@ -102,8 +115,33 @@ class ObservedReplica:
     gang_scheduled: bool = False
     """It belongs to a PodGroup and goes to a scheduler other than the default one (Volcano,
     scheduler-plugins' coscheduling), which places the group's pods all or none."""
+    disruption: Disruption | None = None
+    """Its ``DisruptionTarget`` condition, while True: it is being ended by a disruption, not by a failure."""
+    created_at: datetime | None = None
+    """When it was created (a pod's ``creationTimestamp``, a process's first start)."""
     node: str | None = None
-    """The node it is bound to (``spec.nodeName``); None locally or while unplaced."""
+    """The node it is bound to (``spec.nodeName``); None where the substrate has no nodes."""
+
+
+@dataclass(frozen=True)
+class ObservedNode:
+    """A node the job's pods are on, as far as losing it goes: its ``Ready`` condition and whether it is
+    tainted ``node.kubernetes.io/out-of-service`` (declared down by its administrator)."""
+
+    name: str
+    ready: str = "True"
+    """The ``Ready`` condition's status: ``True``, ``False`` (the kubelet says it is not ready) or ``Unknown``
+    (the node controller heard nothing from its kubelet for the node-monitor grace period)."""
+    since: datetime | None = None
+    """When ``Ready`` last changed (its ``lastTransitionTime``)."""
+    reason: str | None = None
+    """``Ready``'s reason (``NodeStatusUnknown``, ``KubeletNotReady``)."""
+    message: str | None = None
+    out_of_service: bool = False
+
+    @property
+    def lost(self) -> bool:
+        return self.ready != "True" or self.out_of_service
 
 
 @dataclass(frozen=True)
@@ -122,6 +160,12 @@ class Observation:
     """``None`` when gang scheduling is off."""
     autoscaler: bool | None = None
     """Whether the job's HorizontalPodAutoscaler exists; ``None`` when the substrate has none (local)."""
+    nodes: tuple[ObservedNode, ...] = ()
+    """The nodes the job's replicas are bound to, where the substrate has nodes (empty locally)."""
+    departed: tuple[ObservedReplica, ...] = ()
+    """Disrupted replicas gone since the last reconcile, as last seen (the kube substrate keeps the last state
+    of each pod with a ``DisruptionTarget`` condition, or on a lost node, that its watch saw deleted, until a
+    reconcile has counted it): what counts a disruption exactly once, when it is over."""
 
 
 DEFAULT_MAX_REPLICAS_PER_TYPE = 5_000
@@ -182,7 +226,9 @@ class DeleteReplica:
     replica_type: str
     index: int
     reason: str
-    """Why: ``restart``, ``scale-down``, ``clean-pod-policy``, ``suspend``, ``failed``, ``stuck``."""
+    """Why: ``restart``, ``job-restart`` (every replica restarted together: restart scope Job),
+    ``disruption``, ``node-lost``, ``scale-down``, ``clean-pod-policy``, ``suspend``, ``failed``,
+    ``stuck``."""
     force: bool = False
     """Delete without waiting for the replica to stop (grace period 0): it is stuck terminating."""
 

@@ -23,6 +23,9 @@ import httpx
 from kubetrain.envtest.kubeapi import STRATEGIC_MERGE_PATCH, ApiError, KubeApi, KubeObject
 
 FAKE_NODE_LABEL = "kubetrain.dev/envtest-node"
+LOST_ANNOTATION = "kubetrain.dev/envtest-lost"
+"""On a fake node a test declared lost (``PodDriver.lose_node``): the heartbeat leaves its Ready condition
+alone, as a dead kubelet would, until the test recovers it."""
 GPU_RESOURCE = "nvidia.com/gpu"
 LEASE_DURATION_SECONDS = 40
 HEARTBEAT_SECONDS = 10.0
@@ -169,6 +172,8 @@ def refresh_ready(api: KubeApi, name: str) -> None:
     # Strategic merge keys conditions by type, so only Ready changes; the transition time stays when already
     # Ready.
     node = api.get(f"/api/v1/nodes/{name}")
+    if LOST_ANNOTATION in (node["metadata"].get("annotations") or {}):
+        return
     current = next((c for c in node["status"].get("conditions", []) if c["type"] == "Ready"), None)
     condition = ready_condition()
     if current is not None and current["status"] == "True":

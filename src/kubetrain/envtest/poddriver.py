@@ -2,9 +2,10 @@
 ``pods/status``.
 
 Nothing happens by magic: a pod stays as the scheduler left it until a test calls ``run``, ``succeed``,
-``fail``, ``restart``, ``evict`` or ``lose_node``. The one thing done without being asked is what any kubelet
-does: finishing the graceful deletion of pods on its nodes (without it a deleted, bound pod stays Terminating
-forever). Pods on a node a test declared lost are left Terminating, as on a real cluster.
+``fail``, ``restart``, ``evict``, ``evict_through_api`` or ``lose_node``. The one thing done without being
+asked is what any kubelet does: finishing the graceful deletion of pods on its nodes (without it a deleted,
+bound pod stays Terminating forever). A node a test declared lost turns ``Ready`` ``Unknown`` (what the node
+controller does once its kubelet stops reporting) and its pods are left Terminating, as on a real cluster.
 """
 
 from __future__ import annotations
@@ -18,8 +19,14 @@ from typing import Any
 
 import httpx
 
-from kubetrain.envtest.kubeapi import ApiError, KubeApi, KubeObject
-from kubetrain.envtest.nodes import FAKE_NODE_LABEL
+from kubetrain.envtest.kubeapi import STRATEGIC_MERGE_PATCH, ApiError, KubeApi, KubeObject
+from kubetrain.envtest.nodes import FAKE_NODE_LABEL, LOST_ANNOTATION, ready_condition
+
+OUT_OF_SERVICE_TAINT = {
+    "key": "node.kubernetes.io/out-of-service",
+    "value": "nodeshutdown",
+    "effect": "NoExecute",
+}
 
 PodRef = KubeObject | tuple[str, str]
 """A pod as returned by the API (a dict with metadata) or as (namespace, name)."""
@@ -238,13 +245,28 @@ class PodDriver:
         )
         return self._write_status(current, updated)
 
+    def evict_through_api(self, pod: PodRef) -> None:
+        """Evict the pod as ``kubectl drain`` does, through the Eviction API: the API server marks it
+        ``DisruptionTarget`` (``EvictionByEvictionAPI``) and deletes it gracefully; its node's kubelet (this
+        driver's finisher) completes the deletion."""
+        namespace, name = _ref(self.wait_bound(pod))
+        eviction = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+        }
+        self._api.create(f"{pod_path(namespace, name)}/eviction", eviction)
+
     def lose_node(self, pod: PodRef) -> KubeObject:
-        """The pod's node stops answering: its pods turn not-ready (as the node controller marks them) and,
-        once deleted, stay Terminating because no kubelet confirms the deletion. Returns the pod."""
+        """The pod's node stops answering: the node turns ``Ready`` ``Unknown`` (as the node controller marks
+        it once its kubelet stopped reporting; the fake nodes' heartbeat then leaves it so), its pods turn
+        not-ready and, once deleted, stay Terminating because no kubelet confirms the deletion. Returns the
+        pod."""
         current = self.wait_bound(pod)
         node = current["spec"]["nodeName"]
         with self._lock:
             self._lost_nodes.add(node)
+        self._set_node_ready(node, ready=False)
         for on_node in self._api.get("/api/v1/pods", {"fieldSelector": f"spec.nodeName={node}"})["items"]:
             conditions = [
                 c for c in on_node.get("status", {}).get("conditions") or [] if c["type"] != "Ready"
@@ -264,14 +286,46 @@ class PodDriver:
         with self._lock:
             return set(self._lost_nodes)
 
+    def take_out_of_service(self, node: str) -> None:
+        """Its administrator declares the (lost) node down: the ``node.kubernetes.io/out-of-service``
+        taint."""
+        taints = self._api.get(f"/api/v1/nodes/{node}")["spec"].get("taints") or []
+        if not any(t.get("key") == OUT_OF_SERVICE_TAINT["key"] for t in taints):
+            self._api.patch(f"/api/v1/nodes/{node}", {"spec": {"taints": [*taints, OUT_OF_SERVICE_TAINT]}})
+
     def recover_nodes(self) -> None:
-        """Lost nodes answer again: deletions left Terminating on them are completed now."""
+        """Lost nodes answer again: Ready, their out-of-service taint gone, and deletions left Terminating on
+        them completed now."""
         with self._lock:
             recovered = self._lost_nodes
             self._lost_nodes = set()
         for node in recovered:
+            self._set_node_ready(node, ready=True)
             pods = self._api.get("/api/v1/pods", {"fieldSelector": f"spec.nodeName={node}"})["items"]
             self._finish_all(pods)
+
+    def _set_node_ready(self, node: str, *, ready: bool) -> None:
+        """Mark a fake node lost (``Ready`` ``Unknown``, annotated so that the heartbeat leaves it so) or
+        back (``Ready`` ``True``, not annotated, without the out-of-service taint)."""
+        path = f"/api/v1/nodes/{node}"
+        if ready:
+            taints = self._api.get(path)["spec"].get("taints") or []
+            kept = [t for t in taints if t.get("key") != OUT_OF_SERVICE_TAINT["key"]]
+            self._api.patch(
+                path, {"metadata": {"annotations": {LOST_ANNOTATION: None}}, "spec": {"taints": kept}}
+            )
+            condition = ready_condition()
+        else:
+            self._api.patch(path, {"metadata": {"annotations": {LOST_ANNOTATION: "true"}}})
+            condition = {
+                "type": "Ready",
+                "status": "Unknown",
+                "reason": "NodeStatusUnknown",
+                "message": "Kubelet stopped posting node status.",
+                "lastHeartbeatTime": _now(),
+                "lastTransitionTime": _now(),
+            }
+        self._api.patch(f"{path}/status", {"status": {"conditions": [condition]}}, STRATEGIC_MERGE_PATCH)
 
     # -- helpers
     # -----------------------------------------------------------------------------------------------

@@ -65,6 +65,9 @@ MAX_IN_FLIGHT = 32
 32 created a 500-job burst at 81 to 96 % of a plain client's rate where 16 reached 54 to 78 %; 64 was
 faster again but took peak RSS to 147 MB, near the 150 MB target."""
 
+JOB_RESTART = "job-restart"
+"""``DeleteReplica.reason`` of every replica a job restart stops (restart scope Job)."""
+
 COMPANION_RECHECK_PERIOD = 300.0
 """Seconds between re-posts of a job's companions (upstream's default resync period)."""
 
@@ -221,6 +224,8 @@ class Actor:
                 calls.append(("sync HPA", self._sync_autoscaler(target, action.spec)))
             elif isinstance(action, DeleteAutoscaler):
                 calls.append(("delete HPA", self._delete_autoscaler(target)))
+        if any(isinstance(a, DeleteReplica) and a.reason == JOB_RESTART for a in decision.actions):
+            self._job_metric(self._metrics.jobs_restarted, target)  # one job restart, however many pods
         await asyncio.gather(*(self._guard(outcome, what, call) for what, call in calls))
         if any(isinstance(action, DeleteJob) for action in decision.actions):
             await self._guard(outcome, "delete job", self._delete_job(target))

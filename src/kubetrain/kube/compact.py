@@ -114,6 +114,31 @@ def compact_service(service: dict[str, Any]) -> dict[str, Any]:
     return dict(interned(service))
 
 
+NODE_METADATA_KEPT = ("name", "uid", "resourceVersion")
+
+
+def compact_node(node: dict[str, Any]) -> dict[str, Any]:
+    """A node as losing it goes (``observe.observe_node``): its name, its ``Ready`` condition and its taints.
+
+    A node's JSON is mostly its images, addresses, capacity and the other conditions (10 to 40 KB); the
+    operator reads one condition and one taint of it."""
+    metadata = node.get("metadata") or {}
+    status = node.get("status") or {}
+    # Without its heartbeat, which changes on every status the kubelet posts.
+    ready = [
+        {key: value for key, value in condition.items() if key != "lastHeartbeatTime"}
+        for condition in status.get("conditions") or ()
+        if isinstance(condition, dict) and condition.get("type") == "Ready"
+    ]
+    taints = (node.get("spec") or {}).get("taints") or []
+    kept = {
+        "metadata": {key: metadata[key] for key in NODE_METADATA_KEPT if key in metadata},
+        "spec": {"taints": taints} if taints else {},
+        "status": {"conditions": ready},
+    }
+    return dict(interned(kept))
+
+
 def compact_batch_job(job: dict[str, Any]) -> dict[str, Any]:
     """A batch/v1 Job of the operator's (controlled by a training job, or its pod template labelled as the
     operator's) whole but ``managedFields``, interned; any other Job only its identity.

@@ -27,7 +27,15 @@ from kubetrain.frameworks.labels import JOB_NAME_LABEL, OPERATOR_NAME_LABEL
 from kubetrain.kube.act import Actor, Target
 from kubetrain.kube.failures import FailureKeeper
 from kubetrain.kube.metrics import OperatorMetrics
-from kubetrain.kube.observe import ChildObservations, ContainerKey, observe, replica_identity, with_last_lines
+from kubetrain.kube.observe import (
+    ChildObservations,
+    ContainerKey,
+    has_disruption_target,
+    observe,
+    observe_node,
+    replica_identity,
+    with_last_lines,
+)
 from kubetrain.kube.previous_logs import PreviousLogs
 from kubetrain.kube.runtime.expectations import Expectations, expectation_key
 from kubetrain.kube.runtime.queue import WorkQueue
@@ -57,6 +65,9 @@ class ChildStores:
     """None when the cluster serves no autoscaling/v2."""
     batch_jobs: Store | None = None
     """batch/v1 Jobs running replicas (MPI v2beta1's launcher); None when no enabled kind has any."""
+    nodes: Store | None = None
+    """Nodes, compacted to their Ready condition and taints (``compact.compact_node``); None when the operator
+    may not list them: lost nodes then go undiagnosed and the node-loss timeout unused."""
 
 
 class JobController:
@@ -90,6 +101,9 @@ class JobController:
         self._writes_config_files = type(framework).config_files is not Framework.config_files
         """Whether the framework has files beside its pods (it overrides ``Framework.config_files``), the only
         reader of a target's running hosts."""
+        self._departed: dict[str, list[KubeObject]] = {}
+        """By job key, the last state of its disrupted pods deleted since its last reconcile (``observe``'s
+        ``departed``): what counts each disruption once, when it is over."""
         self._remembered: dict[str, ChildObservations] = {}
         """By job key, for jobs of at least ``REMEMBERED_FROM_PODS`` pods: what observing costs a small job
         is not worth the memory of keeping it for the thousands of jobs a cluster may hold."""
@@ -106,6 +120,7 @@ class JobController:
         if change.type is ChangeType.DELETED:
             self._expectations.delete_prefix(f"{key}/")
             self._actor.forget(_uid(change.object))
+            self._departed.pop(key, None)
             if self._failures is not None:
                 self._failures.forget(_uid(change.object))
         elif only_a_progress_report(change):
@@ -121,7 +136,18 @@ class JobController:
             self._expectations.creation_observed(key)
         elif change.type is ChangeType.DELETED:
             self._expectations.deletion_observed(key)
+            if resource == "pods" and self._disrupted(change.object):
+                self._departed.setdefault(job_key, []).append(change.object)
         self.queue.add(job_key)
+
+    def _disrupted(self, pod: KubeObject) -> bool:
+        """A deleted pod a disruption ended: its ``DisruptionTarget``, or its node is lost (the engine
+        force-deleted it there)."""
+        if has_disruption_target(pod):
+            return True
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        node = self._children.nodes.get(str(node_name)) if self._children.nodes and node_name else None
+        return node is not None and observe_node(node).lost
 
     def enqueue_all(self) -> None:
         for job in self.jobs:
@@ -175,6 +201,7 @@ class JobController:
         if stored is None:
             self._expectations.delete_prefix(f"{key}/")
             self._remembered.pop(key, None)
+            self._departed.pop(key, None)
             return None
         if (stored.get("metadata") or {}).get("deletionTimestamp"):
             return None
@@ -203,6 +230,8 @@ class JobController:
             remembered = self._remembered.setdefault(key, ChildObservations())
         else:
             self._remembered.pop(key, None)
+        departed = [pod for pod in self._departed.get(key, ()) if _owned_by(pod, uid)]
+        nodes = self._children.nodes
         observation = observe(
             job,
             self.framework,
@@ -213,6 +242,8 @@ class JobController:
             batch_jobs=runs,
             remembered=remembered,
             services_version=self._children.services.owner_version(uid),
+            nodes=nodes.get if nodes is not None else None,
+            departed=departed,
         )
         if autoscalers is not None:
             observation = replace(observation, autoscaler=autoscaler is not None)
@@ -248,6 +279,7 @@ class JobController:
         self._metrics.reconcile_seconds.labels(kind=self.kind).observe(elapsed)
         if outcome.errors:
             raise ReconcileError("; ".join(outcome.errors))
+        self._counted(key, departed)
         if outcome.namespace_terminating:  # nothing there can be written any more; the job goes with it
             _log_outcome(self.kind, key, "dropped", reason="its namespace is being deleted")
             return None
@@ -266,6 +298,15 @@ class JobController:
         if retry_failures_in is not None:
             return min(retry_failures_in, decision.requeue_after or retry_failures_in)
         return decision.requeue_after
+
+    def _counted(self, key: str, departed: list[KubeObject]) -> None:
+        """The departed pods a reconcile has counted (its status written) are forgotten; those that departed
+        meanwhile are kept for the next one."""
+        left = [pod for pod in self._departed.get(key, ()) if not any(pod is seen for seen in departed)]
+        if left:
+            self._departed[key] = left
+        else:
+            self._departed.pop(key, None)
 
     async def _keep_failures(
         self,

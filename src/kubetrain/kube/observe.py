@@ -8,13 +8,22 @@ the next.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 from kubetrain.api.jobs import TrainingJob
-from kubetrain.engine.types import Observation, ObservedContainer, ObservedReplica, Phase, PodGroupState
+from kubetrain.engine.node_loss import OUT_OF_SERVICE_TAINT
+from kubetrain.engine.types import (
+    Disruption,
+    Observation,
+    ObservedContainer,
+    ObservedNode,
+    ObservedReplica,
+    Phase,
+    PodGroupState,
+)
 from kubetrain.frameworks.base import Framework
 from kubetrain.kube.batch_jobs import batch_job_template
 from kubetrain.kube.render import SCHEDULER_PLUGINS_POD_GROUP_LABEL, VOLCANO_GROUP_NAME_ANNOTATION
@@ -152,6 +161,19 @@ def unschedulable_message(conditions: Mapping[str, Mapping[str, Any]]) -> str | 
     return str(scheduled.get("message") or "Unschedulable")
 
 
+def disruption_of(conditions: Mapping[str, Mapping[str, Any]]) -> Disruption | None:
+    """The pod's ``DisruptionTarget`` condition, while True: who is ending it and why."""
+    target = conditions.get("DisruptionTarget")
+    if target is None or target.get("status") != "True":
+        return None
+    return Disruption(str(target.get("reason") or "DisruptionTarget"), str(target.get("message") or ""))
+
+
+def has_disruption_target(pod: KubeObject) -> bool:
+    """Cheaply, for every deleted pod the watch reports: whether it carries a True ``DisruptionTarget``."""
+    return disruption_of(conditions_of(pod)) is not None
+
+
 def ready_since(conditions: Mapping[str, Mapping[str, Any]]) -> datetime | None:
     """When the pod last became Ready, while it is."""
     ready = conditions.get("Ready")
@@ -252,10 +274,37 @@ def observe_pod(
         containers=observed_containers(pod),
         unschedulable=unschedulable_message(conditions),
         placed=bool((pod.get("spec") or {}).get("nodeName")),
-        node=(pod.get("spec") or {}).get("nodeName") or None,
         ready_since=ready_since(conditions),
         gang_scheduled=gang_scheduled(pod),
+        disruption=disruption_of(conditions),
+        created_at=parse_time(metadata.get("creationTimestamp")),
+        node=(pod.get("spec") or _EMPTY).get("nodeName") or None,
     )
+
+
+def observe_node(node: KubeObject) -> ObservedNode:
+    """A node as losing it goes: its ``Ready`` condition and its out-of-service taint."""
+    ready = conditions_of(node).get("Ready") or _EMPTY
+    taints = (node.get("spec") or _EMPTY).get("taints") or ()
+    return ObservedNode(
+        name=str((node.get("metadata") or _EMPTY).get("name") or ""),
+        # A node without a Ready condition yet has never reported: the node controller marks it Unknown.
+        ready=str(ready.get("status") or "Unknown"),
+        since=parse_time(ready.get("lastTransitionTime")),
+        reason=ready.get("reason"),
+        message=ready.get("message"),
+        out_of_service=any(taint.get("key") == OUT_OF_SERVICE_TAINT for taint in taints),
+    )
+
+
+NodeLookup = Callable[[str], KubeObject | None]
+"""A cached node by name (``Store.get``)."""
+
+
+def observe_nodes(replicas: Iterable[ObservedReplica], nodes: NodeLookup) -> tuple[ObservedNode, ...]:
+    """The nodes ``replicas`` are bound to, as cached (a node not cached, deleted or unseen, is left out)."""
+    names = sorted({replica.node for replica in replicas if replica.node})
+    return tuple(observe_node(node) for node in map(nodes, names) if node is not None)
 
 
 ContainerKey = tuple[str, int, str]
@@ -378,11 +427,15 @@ def observe(
     batch_jobs: Iterable[tuple[KubeObject, Sequence[KubeObject]]] = (),
     remembered: ChildObservations | None = None,
     services_version: int | None = None,
+    nodes: NodeLookup | None = None,
+    departed: Iterable[KubeObject] = (),
 ) -> Observation:
     """The job's children as the engine sees them; ``pods``/``services`` are the job's owned children,
     ``batch_jobs`` its owned batch/v1 Jobs, each with the pods it owns; ``remembered`` the job's pods'
     observations and services' identities from its last reconcile, if kept, and ``services_version`` the
-    services' ``Store.owner_version`` (``ChildObservations.service_identities``)."""
+    services' ``Store.owner_version`` (``ChildObservations.service_identities``); ``nodes`` the cached nodes
+    by name (None: not watched); ``departed`` the last state of the job's disrupted pods deleted since its
+    last reconcile."""
     types = canonical_types(job, framework)  # once, not once per child
     observed = (
         remembered.observe_pods(pods, job, framework, types)
@@ -405,7 +458,18 @@ def observe(
     if gang_scheduling:
         phase = ((pod_group or {}).get("status") or {}).get("phase")
         group = PodGroupState(exists=pod_group is not None, phase=phase)
-    return Observation(replicas=replicas, services=observed_services, pod_group=group)
+    gone = tuple(
+        replica
+        for replica in (observe_pod(pod, job, framework, types) for pod in departed)
+        if replica is not None
+    )
+    return Observation(
+        replicas=replicas,
+        services=observed_services,
+        pod_group=group,
+        nodes=observe_nodes((*replicas, *gone), nodes) if nodes is not None else (),
+        departed=gone,
+    )
 
 
 BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"

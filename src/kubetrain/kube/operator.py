@@ -23,7 +23,7 @@ from lightkube.core.resource import NamespacedResource
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 from lightkube.resources.autoscaling_v2 import HorizontalPodAutoscaler
 from lightkube.resources.batch_v1 import Job
-from lightkube.resources.core_v1 import Pod, Service
+from lightkube.resources.core_v1 import Node, Pod, Service
 
 from kubetrain.api.progress import TRAINJOB_REPORT_LIMITS, StatusRoute
 from kubetrain.api.trainer import GROUP as TRAINER_GROUP
@@ -35,12 +35,13 @@ from kubetrain.frameworks.labels import OPERATOR_NAME_LABEL
 from kubetrain.frameworks.trainer.jobset import JOBSET_API, JOBSET_KIND
 from kubetrain.kube.act import Actor, pod_group_collection
 from kubetrain.kube.batch_jobs import batch_job_template
-from kubetrain.kube.compact import POD_KEPT, SERVICE_KEPT, compact_batch_job, compact_object
+from kubetrain.kube.compact import POD_KEPT, SERVICE_KEPT, compact_batch_job, compact_node, compact_object
 from kubetrain.kube.controller import ChildStores, JobController, child_routing
 from kubetrain.kube.events import EventRecorder
 from kubetrain.kube.failures import FailureKeeper
 from kubetrain.kube.health import check_route, metrics_route, serve_http
 from kubetrain.kube.metrics import OperatorMetrics
+from kubetrain.kube.observe import observe_node
 from kubetrain.kube.previous_logs import PreviousLogs
 from kubetrain.kube.render import SCHEDULER_PLUGINS_GROUP, VOLCANO_GROUP, RenderSettings
 from kubetrain.kube.runtime import collector
@@ -210,12 +211,20 @@ class Operator:
             # cached as their identity only (kube.compact). A TrainJob's pods report through its JobSet's
             # Jobs: the status endpoint walks pod, Job, JobSet, TrainJob.
             batch_jobs = self._informer(Job, transform=compact_batch_job)
+        nodes: Informer | None = None
+        if await self._served(collection_path(Node, None)):
+            # Cluster-scoped, unselected (a cluster has few nodes), compacted to what losing one takes.
+            nodes = Informer(self.client.http, Node, transform=compact_node)
+            self.informers.append(nodes)
+        else:
+            log.warning("nodes cannot be listed: lost nodes go undiagnosed and node-loss timeouts unused")
         children = ChildStores(
             pods.store,
             services.store,
             pod_groups.store if pod_groups else None,
             autoscalers.store if autoscalers else None,
             batch_jobs.store if batch_jobs else None,
+            nodes.store if nodes else None,
         )
         addressing = ClusterAddressing(cluster_domain=settings.cluster_domain)
         previous_logs = self.previous_logs = PreviousLogs(self.client.http)
@@ -269,6 +278,8 @@ class Operator:
         if batch_jobs is not None:
             # A batch Job stands for its replica's pod: its events settle that pod's expectations.
             batch_jobs.add_handler(lambda change: _route_batch_job(change, by_name))
+        if nodes is not None:
+            nodes.add_handler(lambda change: _route_node(change, pods.store, by_name))
         if pod_groups is not None:
             pod_groups.add_handler(lambda change: _route_owned(change, self.controllers))
         if autoscalers is not None:
@@ -506,6 +517,24 @@ def _route_batch_job(change: ObjectChange, by_name: dict[str, JobController]) ->
     if routed is not None:
         controller, job_name, replica_type = routed
         controller.on_child_change(change, "pods", job_name, replica_type)
+
+
+def _route_node(change: ObjectChange, pods: Store, by_name: dict[str, JobController]) -> None:
+    """A node became lost or came back (its Ready condition or out-of-service taint changed): the jobs with
+    pods on it are looked at again, so their NodeLost diagnosis appears (or goes) at once."""
+    new = observe_node(change.object)
+    if change.old is not None and change.new is not None:
+        old = observe_node(change.old)
+        if (old.ready, old.out_of_service) == (new.ready, new.out_of_service):
+            return
+    name = new.name
+    for pod in pods:
+        if (pod.get("spec") or {}).get("nodeName") != name:
+            continue
+        routed = child_routing(pod, by_name)
+        if routed is not None:
+            controller, job_name, _ = routed
+            controller.queue.add(f"{(pod.get('metadata') or {}).get('namespace')}/{job_name}")
 
 
 def _route_owned(change: ObjectChange, controllers: list[JobController]) -> None:

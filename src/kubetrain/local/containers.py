@@ -310,7 +310,13 @@ class ContainerReplica(ReplicaProcess):
             waiting_reason=missing.reason,
             waiting_message=missing.message,
         )
-        return ObservedReplica(self.spec.replica_type, self.spec.index, Phase.PENDING, containers=(waiting,))
+        return ObservedReplica(
+            self.spec.replica_type,
+            self.spec.index,
+            Phase.PENDING,
+            containers=(waiting,),
+            created_at=self.created_at,
+        )
 
     async def _killed_for_memory(self, exit_code: int) -> bool:
         if exit_code != SIGKILL_EXIT_CODE:

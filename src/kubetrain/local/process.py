@@ -108,8 +108,12 @@ class ReplicaProcess:
         self._stopping = False
         self._start_failed = False
         self._stop_requested = asyncio.Event()
+        self._stop_grace = 0.0
+        """The grace period ``stop`` was asked for."""
         self._log_start = 0
         """Where the current attempt's output begins in the log file."""
+        self.created_at = datetime.now(UTC)
+        """When the runner made this replica (a pod's ``creationTimestamp``)."""
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -198,10 +202,15 @@ class ReplicaProcess:
             except OSError as error:
                 self._fail_to_start(error)
                 return
+            if self._stopping and self._process is not None:
+                # Stopped while this restart was being spawned: ``stop`` found the previous run over and
+                # left this one to the supervisor, which would otherwise wait on it for ever.
+                await self._terminate(self._process, self._stop_grace)
 
     async def stop(self, grace_period: float) -> None:
         """SIGTERM the process group, wait ``grace_period`` seconds, then SIGKILL it; reap."""
         self._stopping = True
+        self._stop_grace = grace_period
         self._stop_requested.set()
         process = self._process
         if process is not None and process.returncode is None:
@@ -258,6 +267,7 @@ class ReplicaProcess:
             terminating=self._stopping and not self.finished,
             ready=state.running,
             containers=(self.observe_container(),),
+            created_at=self.created_at,
         )
 
     def observe_container(self) -> ObservedContainer:

@@ -68,8 +68,9 @@ MAX_ANNOUNCED = 1000
 """Distinct findings a run announces; past that many (a message that changes without end) it stops."""
 FINISH_DRAIN = 2.0
 """Seconds replicas still running when the job finishes get to exit by themselves before being stopped."""
-RESTART_REASON = "restart"
-"""``DeleteReplica.reason`` when the engine replaces a replica (ExitCode): the new one counts a restart."""
+RESTARTED_REASONS = frozenset({"restart", "job-restart"})
+"""``DeleteReplica.reason`` when the engine replaces a replica to restart it (ExitCode; every replica under
+restart scope Job): the new one counts a restart."""
 
 ReplicaKey = tuple[str, int]
 
@@ -85,7 +86,8 @@ class RunOptions:
     state_dir: Path
     cwd: Path = field(default_factory=Path.cwd)
     grace_period: float = 30.0
-    """Seconds between SIGTERM and SIGKILL (a pod's ``terminationGracePeriodSeconds`` default)."""
+    """Seconds between SIGTERM and SIGKILL for a replica whose template sets no
+    ``terminationGracePeriodSeconds`` (a pod's default)."""
     quiet: bool = False
     base_env: Mapping[str, str] | None = None
     """The environment replicas inherit; this process's by default."""
@@ -148,6 +150,8 @@ class LocalRun:
         """``(reason, message)`` of every finding said so far."""
         self._replaced: dict[ReplicaKey, tuple[int, list[int]]] = {}
         """Per replica, the restarts and exit codes of processes already deleted (ExitCode restarts)."""
+        self._deleting: set[Replica] = set()
+        """Replicas being deleted (stopped within their grace period): a second interrupt kills them too."""
         self._changed = asyncio.Event()
         self._observed: Observation | None = None
         """What the last reconcile observed."""
@@ -259,9 +263,13 @@ class LocalRun:
         key = (replica_type, index)
         process = self.processes.pop(key, None)
         if process is not None:
-            await process.delete(self.options.grace_period)
+            self._deleting.add(process)
+            try:
+                await process.delete(self._grace_period(key))
+            finally:
+                self._deleting.discard(process)
             restarts, codes = self._replaced.get(key, (0, []))
-            recreated = 1 if reason == RESTART_REASON else 0
+            recreated = 1 if reason in RESTARTED_REASONS else 0
             self._replaced[key] = (
                 restarts + process.state.restarts + recreated,
                 codes + process.state.history,
@@ -321,7 +329,7 @@ class LocalRun:
                 "interrupt again to kill now)"
             )
         else:
-            for process in self.processes.values():
+            for process in (*self.processes.values(), *self._deleting):
                 process.kill_now()
         self._changed.set()
 
@@ -341,8 +349,23 @@ class LocalRun:
                 await asyncio.wait_for(self._changed.wait(), remaining)
 
     async def _stop_all(self) -> None:
-        grace = 0.0 if self._interrupts > 1 else self.options.grace_period
-        await asyncio.gather(*(p.stop(grace) for p in self.processes.values()))
+        await asyncio.gather(
+            *(
+                p.stop(0.0 if self._interrupts > 1 else self._grace_period(key))
+                for key, p in self.processes.items()
+            )
+        )
+
+    def _grace_period(self, key: ReplicaKey) -> float:
+        """The replica's ``terminationGracePeriodSeconds``, as a kubelet gives a pod it stops (the time to
+        write a checkpoint after SIGTERM); the run's ``--grace-period`` when its template sets none."""
+        plan = self.plans.get(key)
+        seconds = ((plan.template.get("spec") if plan is not None else None) or {}).get(
+            "terminationGracePeriodSeconds"
+        )
+        if isinstance(seconds, int) and not isinstance(seconds, bool) and seconds >= 0:
+            return float(seconds)
+        return self.options.grace_period
 
     # --- reporting -----------------------------------------------------------------------------
 

@@ -202,6 +202,7 @@ def describe(
         f"  Active Deadline Seconds:  {_or_none(policy.active_deadline_seconds)}",
         f"  TTL After Finished:       {_or_none(policy.ttl_seconds_after_finished)}",
         f"  Suspend:                  {bool(policy.suspend)}",
+        *_fault_policy(job),
         "Replicas:",
     ]
     replica_rows = []
@@ -225,6 +226,38 @@ def describe(
     lines += _conditions(job.status.conditions, now)
     lines += _events(events, now)
     return "\n".join(lines)
+
+
+def _fault_policy(job: TrainingJob) -> list[str]:
+    """What the job asked for when things go wrong, where it differs from upstream's behaviour, and the
+    disruptions it was replaced after (docs/operations.md, "Failures and disruptions")."""
+    from kubetrain.engine.fault_policy import (
+        DISRUPTION_LIMIT_ANNOTATION,
+        NODE_LOSS_TIMEOUT_ANNOTATION,
+        SCHEDULING_TIMEOUT_ANNOTATION,
+        RestartScope,
+        fault_policy,
+    )
+
+    asked = fault_policy(job)
+    lines = []
+    if asked.restart_scope is RestartScope.JOB:
+        lines.append(f"  Restart Scope:            {asked.restart_scope} (every replica restarts together)")
+    if asked.node_loss_timeout is not None:
+        lines.append(
+            f"  Node Loss Timeout:        {asked.node_loss_timeout}s ({NODE_LOSS_TIMEOUT_ANNOTATION})"
+        )
+    if asked.scheduling_timeout is not None:
+        lines.append(
+            f"  Scheduling Timeout:       {asked.scheduling_timeout}s ({SCHEDULING_TIMEOUT_ANNOTATION})"
+        )
+    disrupted = sum(status.disruptions for status in job.status.replica_statuses.values())
+    if disrupted:
+        lines.append(
+            f"  Disruptions:              {disrupted} of {asked.disruption_limit} replaced without counting "
+            f"against backoffLimit ({DISRUPTION_LIMIT_ANNOTATION})"
+        )
+    return lines
 
 
 def describe_trainjob(

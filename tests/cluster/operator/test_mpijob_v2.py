@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives import serialization
-from operator_support import StartOperator, eventually
+from operator_support import StartOperator, eventually, gone
 
 from kubetrain.envtest.kubeapi import KubeApi
 from kubetrain.envtest.poddriver import PodDriver
@@ -226,13 +226,35 @@ def test_launcher_failure_past_backoff_limit_fails_the_mpijob_with_the_jobs_reas
     assert failed["reason"].startswith("BackoffLimitExceeded/")
 
 
-def test_an_evicted_worker_fails_the_mpijob(operator: None, kube_api: KubeApi, namespace: str) -> None:
-    create(kube_api, namespace, mpijob("pi"))
+def test_with_disruptions_counted_as_failures_an_evicted_worker_fails_the_mpijob(
+    operator: None, kube_api: KubeApi, namespace: str
+) -> None:
+    manifest = mpijob("pi")
+    manifest["metadata"]["annotations"] = {"kubetrain.dev/disruption-limit": "0"}  # the mpi-operator's way
+    create(kube_api, namespace, manifest)
     wait_workers(kube_api, namespace, ["pi-worker-0", "pi-worker-1"])
     with PodDriver(kube_api) as driver:
         driver.evict((namespace, "pi-worker-0"))
         failed = eventually(lambda: condition(kube_api, namespace, "pi", "Failed"), what="Failed")
     assert (failed["reason"], failed["message"]) == ("MPIJobEvicted", "1/2 workers are evicted")
+
+
+def test_an_evicted_worker_is_replaced_and_the_mpijob_goes_on(
+    operator: None, kube_api: KubeApi, namespace: str
+) -> None:
+    create(kube_api, namespace, mpijob("pi"))
+    wait_workers(kube_api, namespace, ["pi-worker-0", "pi-worker-1"])
+    path = f"/api/v1/namespaces/{namespace}/pods/pi-worker-0"
+    before = kube_api.get(path)["metadata"]["uid"]
+
+    def replaced() -> bool:
+        current = kube_api.get(path)["metadata"] if not gone(kube_api, path) else {"uid": before}
+        return current["uid"] != before and not current.get("deletionTimestamp")
+
+    with PodDriver(kube_api) as driver:
+        driver.evict((namespace, "pi-worker-0"))
+        eventually(replaced, what="pi-worker-0 replaced")
+    assert condition(kube_api, namespace, "pi", "Failed") is None
 
 
 def test_suspend_deletes_workers_and_suspends_the_launcher_job_and_resume_undoes_both(

@@ -16,7 +16,14 @@ from kubetrain.api.common import JobStatus
 from kubetrain.api.progress import TrainerStatus
 from kubetrain.engine.diagnosis import REASONS, Finding, diagnose
 from kubetrain.engine.reconciler import reconcile
-from kubetrain.engine.types import Observation, ObservedContainer, ObservedReplica, Phase, Traits
+from kubetrain.engine.types import (
+    Observation,
+    ObservedContainer,
+    ObservedNode,
+    ObservedReplica,
+    Phase,
+    Traits,
+)
 from kubetrain.frameworks.registry import framework_for
 
 PAGE = ROOT / "docs" / "operations.md"
@@ -154,6 +161,19 @@ def progress_deadline_exceeded() -> Finding:
     return finding
 
 
+def node_lost() -> Finding:
+    node = ObservedNode(
+        "gpu-7", "Unknown", ago(25), "NodeStatusUnknown", "Kubelet stopped posting node status."
+    )
+    replicas = (
+        running("Master", 0, node="gpu-3"),
+        running("Worker", 0, node="gpu-3"),
+        *(running("Worker", i, node="gpu-7") for i in (1, 2)),
+    )
+    [finding] = diagnose(JOB, framework_for(JOB), replicas, NOW, nodes=(node,)).findings
+    return finding
+
+
 EXAMPLES = {
     "GangDeadlock": [gang_deadlock],
     "InsufficientResources": [insufficient_resources],
@@ -163,6 +183,7 @@ EXAMPLES = {
     "InitWaitingForMaster": [init_waiting_for_master, init_waiting_for_a_ready_master],
     "ImageDigestMismatch": [image_digest_mismatch],
     "ProgressDeadlineExceeded": [progress_deadline_exceeded],
+    "NodeLost": [node_lost],
 }
 
 

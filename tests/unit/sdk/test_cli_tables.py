@@ -156,6 +156,27 @@ def test_describe_of_a_job_with_nothing_wrong_has_no_diagnosis_section() -> None
     assert tables.describe(running_job(), [], [], NOW, []).startswith("Name:")
 
 
+def test_describe_shows_the_disruptions_a_job_was_replaced_after_under_its_run_policy() -> None:
+    disrupted = running_job()
+    disrupted.status.replica_statuses["Worker"].disruptions = 2
+    text = tables.describe(disrupted, [], [], NOW)
+    run_policy = text.split("Run Policy:")[1].split("Replicas:")[0]
+    assert (
+        "Disruptions:              2 of 10 replaced without counting against backoffLimit "
+        "(kubetrain.dev/disruption-limit)" in run_policy
+    )
+
+
+def test_describe_names_a_restart_scope_job_and_says_nothing_of_the_defaults() -> None:
+    plain = tables.describe(running_job(), [], [], NOW)
+    whole = running_job()
+    whole.metadata.annotations = {"kubetrain.dev/restart-scope": "Job"}
+    assert "Restart Scope" not in plain and "Disruptions" not in plain
+    assert "  Restart Scope:            Job (every replica restarts together)" in tables.describe(
+        whole, [], [], NOW
+    )
+
+
 # --- Kubeflow Trainer's TrainJob ------------------------------------------------------------------------
 
 
