@@ -136,7 +136,7 @@ def train_ddp(steps: int) -> None:
     for step in range(steps):
         optimizer.zero_grad()
         loss = nn.functional.mse_loss(model(x), y)
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]
         optimizer.step()
         print(f"rank {rank}/{world} step {step} loss {loss.item():.4f}", flush=True)
         time.sleep(0.5)  # long enough a run that its log is followed while it trains
