@@ -317,11 +317,37 @@ def child_view(obj: Mapping[str, Json]) -> dict[str, Json]:
     if kind == "Secret":
         # Random key material: which keys there are is what both operators decide.
         view["data"] = sorted((obj.get("data") or {}).keys())
+    if kind == "ConfigMap" and str(view["metadata"].get("name", "")).endswith(RUNTIME_SNAPSHOT_SUFFIX):
+        view["data"] = runtime_snapshot_view(obj.get("data") or {})
     spec = view.get("spec")
     if kind == "Pod" and isinstance(spec, dict):
         view["spec"] = _without(spec, ("nodeName",))
     if kind == "Service" and isinstance(spec, dict) and spec.get("clusterIP") != "None":
         view["spec"] = _without(spec, ("clusterIP", "clusterIPs"))
+    return view
+
+
+RUNTIME_SNAPSHOT_SUFFIX = "-runtime-snapshot"
+"""A TrainJob's runtime snapshot ConfigMap (Kubeflow Trainer v2.3's KEP-2599): the runtime as it was stored,
+as YAML under ``runtime``."""
+
+
+def runtime_snapshot_view(data: Mapping[str, Json]) -> dict[str, Json]:
+    """A runtime snapshot's data with its YAML read: the runtime compared field by field, less what the API
+    server set on it (its uid, resourceVersion, managedFields... differ on every install). What either
+    side reads back from it is the parsed runtime, so the text's layout is not compared."""
+    import yaml
+
+    view: dict[str, Json] = dict(data)
+    text = data.get("runtime")
+    if isinstance(text, str):
+        try:
+            runtime = yaml.safe_load(text)
+        except yaml.YAMLError:
+            return view  # compared as the text it is
+        if isinstance(runtime, dict):
+            runtime = {**runtime, "metadata": _without(runtime.get("metadata") or {}, DROPPED_METADATA)}
+        view["runtime"] = runtime
     return view
 
 
@@ -353,9 +379,23 @@ def job_view(job: Mapping[str, Json]) -> dict[str, Json]:
     return view
 
 
+def event_count(event: Mapping[str, Json]) -> int:
+    """How many times an Event says it happened: its ``count`` (core/v1's recorder), else its series' count
+    (events.k8s.io/v1's recorder keeps repeats there), else once."""
+    series = event.get("series") or {}
+    return int(event.get("count") or series.get("count") or 1)
+
+
+def event_source(event: Mapping[str, Json]) -> Json:
+    """Who recorded an Event: core/v1's ``source.component``, or events.k8s.io/v1's reporting controller
+    (read through core/v1 as ``reportingComponent``), which names the same thing."""
+    return (event.get("source") or {}).get("component") or event.get("reportingComponent") or None
+
+
 def event_objects(events: Iterable[Mapping[str, Json]]) -> dict[str, Json]:
     """Events as compared: one entry per (object, reason, message), its type, count and source; repeats in
-    several Event objects (past the recorder's folding window) add up."""
+    several Event objects (past the recorder's folding window) add up. An Event recorded through
+    events.k8s.io/v1 is read as core/v1 serves it, so both APIs' events compare alike."""
     folded: dict[str, dict[str, Json]] = {}
     for event in events:
         involved = event.get("involvedObject") or {}
@@ -363,13 +403,9 @@ def event_objects(events: Iterable[Mapping[str, Json]]) -> dict[str, Json]:
         key = f"Event {about} {event.get('reason')}: {event.get('message')}"
         entry = folded.setdefault(
             key,
-            {
-                "type": event.get("type"),
-                "count": 0,
-                "source": (event.get("source") or {}).get("component"),
-            },
+            {"type": event.get("type"), "count": 0, "source": event_source(event)},
         )
-        entry["count"] += int(event.get("count") or 1)
+        entry["count"] += event_count(event)
     return dict(folded)
 
 

@@ -131,6 +131,58 @@ def test_events_are_one_object_per_reason_and_message_with_their_repeats_added_u
     assert objects == {"Event PyTorchJob/j ExitedWithCode: m": {"type": "Normal", "count": 5, "source": None}}
 
 
+def test_an_event_recorded_through_events_k8s_io_compares_as_core_v1s_with_its_series_count() -> None:
+    involved = {"kind": "TrainJob", "name": "t", "uid": "u-job"}
+    core = {
+        "involvedObject": involved,
+        "reason": "R",
+        "message": "m",
+        "type": "Warning",
+        "count": 2,
+        "source": {"component": "trainer-trainjob-controller"},
+    }
+    # What the API serves through core/v1 for an events.k8s.io/v1 Event repeated in a series.
+    series = {
+        "involvedObject": involved,
+        "reason": "R",
+        "message": "m",
+        "type": "Warning",
+        "reportingComponent": "trainer-trainjob-controller",
+        "series": {"count": 2, "lastObservedTime": "2026-11-27T00:00:00.000000Z"},
+    }
+    assert Snapshot.of(None, [], [core], []).objects == Snapshot.of(None, [], [series], []).objects
+
+
+def _snapshot_configmap(runtime: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "t-runtime-snapshot"},
+        "data": {"runtime": runtime},
+    }
+
+
+def test_a_runtime_snapshot_is_compared_as_the_runtime_it_holds_less_what_the_api_server_set() -> None:
+    stored = (
+        "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: ClusterTrainingRuntime\n"
+        "metadata:\n  name: torch\n  uid: u-1\n  resourceVersion: '7'\n  managedFields: []\n"
+        "spec:\n  mlPolicy: {numNodes: 1}\n"
+    )
+    written_otherwise = (
+        '{"kind": "ClusterTrainingRuntime", "apiVersion": "trainer.kubeflow.org/v1alpha1",'
+        ' "metadata": {"uid": "u-2", "name": "torch"}, "spec": {"mlPolicy": {"numNodes": 1}}}'
+    )
+    one = Snapshot.of(None, [_snapshot_configmap(stored)], [], []).objects
+    other = Snapshot.of(None, [_snapshot_configmap(written_otherwise)], [], []).objects
+    assert one == other
+    assert one["ConfigMap t-runtime-snapshot"]["data"]["runtime"]["spec"] == {"mlPolicy": {"numNodes": 1}}
+
+
+def test_a_runtime_snapshot_that_is_not_yaml_is_compared_as_its_text() -> None:
+    objects = Snapshot.of(None, [_snapshot_configmap("a: [")], [], []).objects
+    assert objects["ConfigMap t-runtime-snapshot"]["data"] == {"runtime": "a: ["}
+
+
 def test_glob_matches_brackets_and_dots_literally() -> None:
     pattern = glob("spec.containers[*].env[KUBEFLOW_*]")
     assert pattern.match("spec.containers[pytorch].env[KUBEFLOW_TRAINER_STATUS_SERVER_URL]")
