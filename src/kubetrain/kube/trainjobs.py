@@ -204,7 +204,11 @@ class TrainJobController:
         except ApiStatusError as error:
             # Said on the TrainJob (as a failed plan is), then retried: a missing JobSet CRD, a quota.
             refused = error
-            message = f"TrainJob resources reconciliation failed: {str(error)[:MAX_EVENT_DETAIL]}"
+            # In the API server's words, as Trainer quotes them (client-go's error is the status message).
+            detail = error.message or str(error)
+            message = f"TrainJob resources reconciliation failed: {detail[:MAX_EVENT_DETAIL]}"
+            if len(detail) > MAX_EVENT_DETAIL:
+                message += " ..."
             self.events.record(
                 EventRecord(stored, "Warning", RESOURCES_CREATION_FAILED_REASON, message, EVENT_COMPONENT)
             )
