@@ -19,7 +19,7 @@ from kubetrain.frameworks.trainer.constants import (
     NODE,
     STORAGE_URI_ENV,
 )
-from kubetrain.frameworks.trainer.info import Obj, RuntimeInfo, env_value, upsert_env
+from kubetrain.frameworks.trainer.info import Obj, RuntimeInfo, env_value, upsert_env, with_go_quantities
 from kubetrain.frameworks.trainer.plugin import Addressing, Existing, RuntimePlugin
 
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
@@ -113,6 +113,7 @@ class JobSetPlugin(RuntimePlugin):
                 for container in pod_spec_of(job).get("containers") or []:
                     if container.get("name") == NODE:
                         upsert_env(container, *(trainjob.spec.trainer.env or []))
+            with_go_quantities(pod_spec_of(job))
             template = job_template(job).setdefault("spec", {}).setdefault("template", {})
             if info.pod_labels:
                 pod_meta = template.setdefault("metadata", {})
