@@ -3,6 +3,7 @@ the initializer and trainer overrides, the object itself, and the TrainJob statu
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -123,6 +124,11 @@ class JobSetPlugin(RuntimePlugin):
                 pod_meta["annotations"] = {**(pod_meta.get("annotations") or {}), **info.pod_annotations}
         if trainjob.spec.suspend is not None:
             spec["suspend"] = trainjob.spec.suspend
+        if existing.jobset_volume_claim_policies is not None:
+            # Immutable: JobSet takes an apply of them only as it stored them, its defaults included
+            # (``retentionPolicy``, an empty claim ``status``). Trainer v2.3.0 applies the runtime's
+            # instead, so its TrainJob on a torchtune runtime, once suspended, is never resumed.
+            spec["volumeClaimPolicies"] = copy.deepcopy(list(existing.jobset_volume_claim_policies))
         metadata: Obj = {"name": trainjob.name}
         if info.labels:
             metadata["labels"] = dict(info.labels)
