@@ -7,6 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-core
 EXAMPLES_STAMP := $(VENV)/.installed-examples
+RUN_STAMP := $(VENV)/.installed-run
 PYTEST := $(BIN)/pytest
 # Only root can run a real node (containerd, network namespaces, cgroups): elsewhere the e2e tier skips, saying
 # why, and nothing is built for it.
@@ -15,17 +16,26 @@ AS_ROOT := $(filter 0,$(shell id -u))
 .PHONY: help install run test lint test-unit test-local test-cluster envtest-build helm-build manifests docs clean \
 	image images image-tools test-images node-packages test-e2e scheduler-plugins-build
 .PHONY: podman docker test-containers host-packages mpi-packages node-build node-image-cache \
-	lane-cluster lane-images lane-checks browser-packages test-browser test-peers peers-build \
-	test-faults jobset-build kueue-build jobset-manifests
+	lane-go lane-cluster-operator lane-cluster-clients lane-images lane-checks lane-peers-v1 lane-peers-others \
+	browser-packages test-browser test-cluster-operator test-cluster-clients test-peers test-peers-v1 \
+	test-peers-others peers-build test-faults jobset-build kueue-build jobset-manifests
 
 help:
 	@echo "make run   - train the example PyTorch DDP job locally (1 master + 2 workers)"
 	@echo "make test  - install everything into .venv and run linters and every test tier"
 
-$(STAMP): pyproject.toml
+# pip installs with --no-compile: byte-compiling every module of torch, tensorflow and jax at install time took
+# longer than the install itself (37 of 78 s for torch), while Python compiles the modules a program imports as
+# it first imports them (torch: 725 of them, 3.5 s once).
+PIP_INSTALL := $(BIN)/pip install --quiet --no-compile
+
+$(VENV)/.created:
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+$(STAMP): pyproject.toml $(VENV)/.created
+	$(PIP_INSTALL) -e '.[dev]'
 	touch $@
 
 install: $(STAMP)
@@ -40,82 +50,138 @@ lint: $(EXAMPLES_STAMP)
 test-unit: $(STAMP)
 	$(PYTEST) tests/unit -q
 
-# Cold, most of a run is building: Go binaries (CPU), images (network and disk) and the venv's torch. So `test`
-# installs the Debian packages first (apt holds one lock), then runs three lanes at once, each tier in the lane
-# that builds what it needs: the Go builds, then the cluster tier; the images and the node's image cache, then
-# the containers tier; the checks that need only the venv. Then the tiers that need what several lanes built.
-# A failed lane fails `test` after the others finish. docs/development.md has the measured cold and warm runs.
-test: host-packages $(STAMP)
-	$(MAKE) --no-print-directory -j3 --output-sync=target lane-cluster lane-images lane-checks
-	$(MAKE) --no-print-directory test-images test-e2e
+# Cold, most of a run is building: Go binaries (CPU), images (network and disk) and the venv's frameworks. So
+# `test` runs seven lanes at once from the start: the Go builds (lane-go), and six lanes of tiers, each tier in
+# the lane where what it needs is ready soonest. Each step installs the Debian packages it needs when missing
+# ($(APT): one install at a time). A tier waits for a Go binary still being built: each build takes a lock, and
+# the waiter then finds it current (or builds it itself, when the Go lane has not come to it yet). A failed lane
+# fails `test` after the others finish. docs/development.md has the lanes' measured timelines, cold and warm.
+test: $(STAMP)
+	$(MAKE) --no-print-directory -j7 --output-sync=target lane-go lane-cluster-operator lane-cluster-clients \
+		lane-images lane-checks lane-peers-v1 lane-peers-others
 
-host-packages: image-tools mpi-packages podman node-packages browser-packages
+# The Go-built binaries, in the order the lanes need them: envtest (every tier with a control plane), helm
+# (the cluster tier), the peers (the conformance tier), then the real node's kubelet and CoreDNS and the gang
+# scheduler (the e2e tier, whose images take longest). A new Go-built tool is one more line here, and its
+# build target a prerequisite of the tiers that run it.
+GO_BUILDS := envtest-build
+GO_BUILDS += helm-build
+GO_BUILDS += peers-build
+GO_BUILDS += jobset-build
+GO_BUILDS += kueue-build
+GO_BUILDS += $(if $(AS_ROOT),node-build)
+GO_BUILDS += $(if $(AS_ROOT),scheduler-plugins-build)
 
 # $(call serially,TARGETS): the targets one after another, each its own make, so that a lane never runs two of
-# its steps at once. They leave the -j3 make's jobserver alone (MAKEFLAGS without it): a lane's make sharing
+# its steps at once. They leave the -j make's jobserver alone (MAKEFLAGS without it): a lane's make sharing
 # it held the images lane back until the checks lane ended, in a cold run.
 serially = $(foreach target,$(1),MAKEFLAGS='$(filter-out -j% --jobserver-auth=%,$(MAKEFLAGS))' \
 	$(MAKE) --no-print-directory $(target) &&) true
 
-lane-cluster: $(STAMP)
-	$(call serially,envtest-build helm-build peers-build jobset-build kueue-build $(if $(AS_ROOT),node-build scheduler-plugins-build) test-cluster)
+# $(APT) PACKAGES: apt-get install under a lock, so that lanes installing at the same time take turns (apt's own
+# lock fails the second install instead of waiting).
+APT_LOCK := flock /var/lock/kubetrain-apt.lock
+APT := $(APT_LOCK) $(SHELL) -c 'apt-get update -qq && apt-get install -y -qq "$$@"' apt-get
 
-# The fault suite ends the images lane, the one with the most time to spare cold and warm (docs/development.md).
-lane-images: $(STAMP) image-tools
-	$(call serially,images $(if $(AS_ROOT),node-image-cache) test-containers test-faults)
+# Every Debian package any tier needs, for a machine set up ahead of a run; the lanes install theirs as they go.
+host-packages: image-tools podman mpi-packages node-packages browser-packages docker
 
-# The conformance tier runs in the checks lane, after the local tier: the cluster lane is the longest when
-# cold, and the checks lane is done well before it; the envtest and peer builds it needs are the cluster
-# lane's (a build under way is waited for: each takes a lock, and the second finds it current).
+lane-go: $(STAMP)
+	$(call serially,$(GO_BUILDS))
+
+# The cluster tier in two halves, and the conformance tier in two: each was the longest lane warm when whole
+# (25 and 18 minutes at load 15 to 20).
+# The fault suite (a control plane of its own per scenario) follows the operator half: warm, the checks lane was
+# the longest with it; cold, that half starts once envtest is built, long before the e2e and conformance tiers.
+lane-cluster-operator: $(STAMP)
+	$(call serially,test-cluster-operator test-faults)
+
+lane-cluster-clients: $(STAMP)
+	$(call serially,test-cluster-clients)
+
+# The images, their copies in the node's image cache (and in docker's storage, by test-containers), then the
+# tiers that run them. Cold, the images alone take a quarter of an hour (network and disk more than CPU).
+lane-images: $(STAMP)
+	$(call serially,images $(if $(AS_ROOT),node-image-cache) test-containers test-e2e)
+
+# The images tier needs envtest, built by the time the checks before it are done.
 lane-checks: $(STAMP)
-	$(call serially,lint test-unit test-local test-peers)
+	$(call serially,lint test-unit test-local test-images)
+
+lane-peers-v1: $(STAMP)
+	$(call serially,test-peers-v1)
+
+lane-peers-others: $(STAMP)
+	$(call serially,test-peers-others)
 
 # envtest: a real control plane (etcd, kube-apiserver, scheduler, controller-manager) built from the
 # Kubernetes Go modules pinned in tools/envtest, cached in ~/.cache/kubetrain/envtest/<version>/.
 envtest-build: $(STAMP)
 	$(BIN)/kubetrain envtest build
 
-# The cluster tier against a fresh envtest, stopped by the trap whether the tests pass or fail; the browser
-# tier (the Jobs view in Chromium, on local runs and on this envtest) runs in the same session, reusing it.
+# $(call on_envtest,DIR,PYTEST ARGUMENTS): pytest on an envtest of its own in DIR, started first and stopped by
+# the trap whether the tests pass or fail.
+on_envtest = trap '$(BIN)/kubetrain envtest stop --dir $(1)' EXIT; \
+	$(BIN)/kubetrain envtest start --dir $(1) >/dev/null && \
+	KUBETRAIN_ENVTEST_DIR=$(1) $(PYTEST) $(2) -q
+
+# The cluster tier against a fresh envtest; the browser tier (the Jobs view in Chromium, on local runs and on
+# this envtest) runs in the same session, reusing it.
 ENVTEST_TEST_DIR := .state/envtest-make
 test-cluster: envtest-build helm-build jobset-build kueue-build image browser-packages
-	trap '$(BIN)/kubetrain envtest stop --dir $(ENVTEST_TEST_DIR)' EXIT; \
-	$(BIN)/kubetrain envtest start --dir $(ENVTEST_TEST_DIR) >/dev/null && \
-	KUBETRAIN_ENVTEST_DIR=$(ENVTEST_TEST_DIR) $(PYTEST) tests/cluster tests/browser -q
+	$(call on_envtest,$(ENVTEST_TEST_DIR),tests/cluster tests/browser)
+
+# The same in two halves of about equal time, for two lanes of `make test`, each on an envtest of its own: what
+# the operator and envtest do (every directory of tests/cluster not named below, so a new one lands here), and
+# what users and their tools see (the chart, the docs' commands, RBAC, the SDK and CLI, the browser tier).
+CLUSTER_CLIENTS := tests/cluster/helm tests/cluster/docs tests/cluster/rbac tests/cluster/sdk tests/browser
+test-cluster-operator: envtest-build jobset-build kueue-build image
+	$(call on_envtest,$(ENVTEST_TEST_DIR)-operator,tests/cluster \
+		$(patsubst %,--ignore=%,$(filter tests/cluster/%,$(CLUSTER_CLIENTS))))
+
+test-cluster-clients: envtest-build helm-build jobset-build image browser-packages
+	$(call on_envtest,$(ENVTEST_TEST_DIR)-clients,$(CLUSTER_CLIENTS))
 
 # The conformance tier (tests/peers): every example and each kind's status scenarios under the peers
 # (training-operator v1.9.0, mpi-operator v0.6.0) and under kubetrain, on an envtest of its own, compared
 # field by field; it prints the allow-list of docs/migration.md as applied and what it compared.
 ENVTEST_PEERS_DIR := .state/envtest-peers
 test-peers: envtest-build peers-build jobset-build $(STAMP)
-	trap '$(BIN)/kubetrain envtest stop --dir $(ENVTEST_PEERS_DIR)' EXIT; \
-	$(BIN)/kubetrain envtest start --dir $(ENVTEST_PEERS_DIR) >/dev/null && \
-	KUBETRAIN_ENVTEST_DIR=$(ENVTEST_PEERS_DIR) $(PYTEST) tests/peers -q
+	$(call on_envtest,$(ENVTEST_PEERS_DIR),tests/peers)
+
+# The tier in two halves of about equal time, for two lanes of `make test`, each on an envtest of its own: the
+# training-operator's v1 kinds (87 cases, the tier's longest module); every other module (the MPIJobs under the
+# mpi-operator and the training-operator, the status endpoint's pass, Kubeflow Trainer's TrainJobs), so that a
+# new module lands there.
+PEERS_V1 := tests/peers/test_training_operator.py
+test-peers-v1: envtest-build peers-build jobset-build $(STAMP)
+	$(call on_envtest,$(ENVTEST_PEERS_DIR)-v1,$(PEERS_V1))
+
+test-peers-others: envtest-build peers-build jobset-build $(STAMP)
+	$(call on_envtest,$(ENVTEST_PEERS_DIR)-others,tests/peers --ignore=$(PEERS_V1))
 
 # The browser tier alone, on an envtest of its own.
 ENVTEST_BROWSER_DIR := .state/envtest-browser
 test-browser: envtest-build browser-packages $(STAMP)
-	trap '$(BIN)/kubetrain envtest stop --dir $(ENVTEST_BROWSER_DIR)' EXIT; \
-	$(BIN)/kubetrain envtest start --dir $(ENVTEST_BROWSER_DIR) >/dev/null && \
-	KUBETRAIN_ENVTEST_DIR=$(ENVTEST_BROWSER_DIR) $(PYTEST) tests/browser -q
+	$(call on_envtest,$(ENVTEST_BROWSER_DIR),tests/browser)
 
 # Debian's Chromium for the browser tier, installed when missing (Playwright's own browser download cannot
 # reach its host here; the tests launch /usr/bin/chromium).
 browser-packages:
-	command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; }
+	command -v chromium >/dev/null || $(APT) chromium
 
 # The real envtest node's runtime from Debian (containerd, runc, the CNI plugins), installed when missing and
 # only as root: a machine that cannot run the node gets the e2e tier skipped with the reason instead.
 node-packages: image-tools
 	[ "$$(id -u)" != 0 ] || { command -v containerd >/dev/null && command -v runc >/dev/null \
-		&& test -x /usr/lib/cni/bridge; } || { apt-get update -qq && apt-get install -y -qq containerd runc containernetworking-plugins; }
+		&& test -x /usr/lib/cni/bridge; } || $(APT) containerd runc containernetworking-plugins
 
 # Real pods on a real node (tests/e2e): the kubelet, CoreDNS, the gang scheduler (scheduler-plugins, pinned in
 # tools/scheduler-plugins) and the images the pods run are built first, and the images put into the node's
 # image cache (~/.cache/kubetrain/node-images: imported once per recipe, cloned by each node start)
 # (minutes when cold; cached), where the machine can run them; the tier starts envtest --real-node in a
 # temporary directory and stops it. --durations=0: each case's time in the log.
-test-e2e: envtest-build node-packages $(if $(AS_ROOT),node-build node-image-cache scheduler-plugins-build)
+test-e2e: envtest-build jobset-build node-packages $(if $(AS_ROOT),node-build node-image-cache scheduler-plugins-build)
 	$(PYTEST) tests/e2e -q -rs --durations=0
 
 # The kubelet and CoreDNS, built and cached like envtest.
@@ -127,15 +193,20 @@ node-image-cache: $(STAMP) node-packages
 
 # The examples' frameworks (torch, xgboost, mpi4py, jax, tensorflow) and Open MPI for the MPIJob example.
 $(EXAMPLES_STAMP): $(STAMP) pyproject.toml | mpi-packages
-	$(BIN)/pip install --quiet -e '.[dev,examples]'
+	$(PIP_INSTALL) -e '.[dev,examples]'
+	touch $@
+
+# What `make run` needs and no more: kubetrain, torch and numpy (no dev tools, no other framework, no Open MPI).
+$(RUN_STAMP): pyproject.toml $(VENV)/.created
+	$(PIP_INSTALL) -e '.[pytorch]'
 	touch $@
 
 # Open MPI, which mpi4py builds against and the MPIJob example runs.
 mpi-packages:
-	command -v mpirun >/dev/null || { apt-get update -qq && apt-get install -y -qq openmpi-bin libopenmpi-dev; }
+	command -v mpirun >/dev/null || $(APT) openmpi-bin libopenmpi-dev
 
 # Trains the PyTorch DDP example (1 master + 2 workers over gloo) to Succeeded, printing its losses.
-run: $(EXAMPLES_STAMP)
+run: $(RUN_STAMP)
 	$(BIN)/kubetrain run examples/pytorch-ddp/job.yaml
 
 # Real processes: every example trains for real, plus restart, failure and Ctrl-C semantics.
@@ -143,7 +214,7 @@ test-local: $(EXAMPLES_STAMP)
 	$(PYTEST) tests/local -q
 
 # Faults under load (tests/faults) at CI size, 40 jobs: every scenario starts and restarts a control plane of
-# its own, so it needs the envtest binaries (built by the cluster lane: the build's lock makes this wait for
+# its own, so it needs the envtest binaries (built by the Go lane: the build's lock makes this wait for
 # it). Full size, 500 jobs: `.venv/bin/python bench/faults_under_load.py --jobs 500 --markdown`.
 test-faults: envtest-build
 	$(PYTEST) tests/faults -q -rs
@@ -151,23 +222,24 @@ test-faults: envtest-build
 # Podman for `kubetrain run --runtime podman` (tools/containers/setup.sh): netavark with aardvark-dns for the job
 # network's DNS, installed when missing, and runc plus lower ulimits on hosts with hybrid cgroups (this one).
 podman: image-tools
-	[ "$$(id -u)" != 0 ] || sh tools/containers/setup.sh
+	[ "$$(id -u)" != 0 ] || $(APT_LOCK) sh tools/containers/setup.sh
 
 # Replicas in containers (tests/containers): the images the tests run are built first (each skipped when its
-# recipe is unchanged), and copied into docker's storage where docker runs (`make docker`); where an engine
-# cannot run them, its tests are skipped with the reason.
+# recipe is unchanged), and copied into docker's storage where docker runs (`make docker`, a prerequisite);
+# where an engine cannot run them, its tests are skipped with the reason.
 CONTAINER_TEST_IMAGES = localhost/kubetrain/python:3.11-bookworm localhost/kubetrain/pytorch:2.13.0 \
 	localhost/kubetrain/xgboost:3.2.0 localhost/kubetrain/mpi:openmpi-mpi4py4.1.2
-test-containers: $(STAMP) podman
+test-containers: $(STAMP) podman docker
 	[ "$$(id -u)" != 0 ] || $(PYTHON) tools/images/build.py python pytorch xgboost mpi
 	! docker info >/dev/null 2>&1 || sh tools/containers/docker-load.sh $(CONTAINER_TEST_IMAGES)
 	$(PYTEST) tests/containers -q -rs
 
 # Docker for `kubetrain run --runtime docker` (tools/containers/docker-setup.sh): Debian's docker.io and a
 # daemon with "iptables": false, so it leaves the host's FORWARD policy and chains (a real node's bridge,
-# podman's networks) alone. Not part of `make test`: where docker is absent its tests are skipped, saying so.
+# podman's networks) alone. The containers tier installs and starts it as root (the daemon keeps running after
+# the tier); elsewhere the tier's docker half is skipped, saying so.
 docker:
-	[ "$$(id -u)" != 0 ] || sh tools/containers/docker-setup.sh
+	[ "$$(id -u)" != 0 ] || $(APT_LOCK) sh tools/containers/docker-setup.sh
 
 # helm, built from the module proxy like envtest (tools/helm pins it), cached in ~/.cache/kubetrain/helm/<version>/.
 helm-build: $(STAMP)
@@ -227,7 +299,7 @@ docs: $(STAMP)
 # create containers under this machine's hybrid cgroup layout).
 image-tools:
 	command -v podman >/dev/null && command -v buildah >/dev/null && command -v mmdebstrap >/dev/null \
-		&& command -v runc >/dev/null || { apt-get update -qq && apt-get install -y -qq podman buildah mmdebstrap runc; }
+		&& command -v runc >/dev/null || $(APT) podman buildah mmdebstrap runc
 
 # The operator image from ./Containerfile, localhost/kubetrain/operator:<kubetrain version>.
 image: image-tools

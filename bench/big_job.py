@@ -36,8 +36,10 @@ import re
 import secrets
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,7 +59,7 @@ from operator_throughput import (
 from kubetrain.envtest import peers
 from kubetrain.envtest.crds import install_crds
 from kubetrain.envtest.kubeapi import ApiError, KubeApi
-from kubetrain.envtest.nodes import NodeShape, fake_node
+from kubetrain.envtest.nodes import HEARTBEAT_SECONDS, NodeShape, fake_node, refresh_ready, renew_lease
 from kubetrain.kube.runtime.client import KubeClient, connect, raise_for_status
 
 KUBETRAIN = Path(sys.executable).parent / "kubetrain"
@@ -336,6 +338,30 @@ def prepare(admin: Path, crds: Path) -> None:
             api.create("/api/v1/nodes", fake_node(BENCH_NODE, 9, shape, version))
 
 
+@contextlib.contextmanager
+def node_kept_ready(admin: Path, name: str) -> Iterator[None]:
+    """The bench's own fake node kept Ready while the bench runs, as envtest's heartbeat keeps its nodes:
+    envtest's controller-manager marks a node whose Lease is an hour old unreachable, and evicts its pods
+    (finished ones too) 300 s later, which emptied a reused state in the middle of a session."""
+    stopping = threading.Event()
+
+    def beat() -> None:
+        with KubeApi.from_kubeconfig(admin) as api:
+            while not stopping.is_set():
+                with contextlib.suppress(Exception):  # a missed beat is retried; the lease outlives three
+                    renew_lease(api, name)
+                    refresh_ready(api, name)
+                stopping.wait(HEARTBEAT_SECONDS)
+
+    thread = threading.Thread(target=beat, name=f"heartbeat-{name}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stopping.set()
+        thread.join(timeout=30)
+
+
 def _reconciles(run: Run) -> str:
     return f"{run.reconciles} ({run.reconcile_mean_ms:.0f} ms)" if run.reconciles else "-"
 
@@ -398,13 +424,16 @@ def main() -> None:
     prepare(args.kubeconfig, peers.TRAINING_OPERATOR.crds_dir())
     flags = {"kubetrain": args.kubetrain_flags.split(), "upstream": args.upstream_flags.split()}
     runs: list[Run] = []
-    for workers in args.workers:
-        for index in range(args.runs):
-            order = list(args.operators) if index % 2 == 0 else list(reversed(args.operators))
-            for operator in order:
-                run = asyncio.run(measure(operator, workers, flags[operator], args.kubeconfig, args.timeout))
-                runs.append(run)
-                record_run(run, args.results)
+    with node_kept_ready(args.kubeconfig, BENCH_NODE):
+        for workers in args.workers:
+            for index in range(args.runs):
+                order = list(args.operators) if index % 2 == 0 else list(reversed(args.operators))
+                for operator in order:
+                    run = asyncio.run(
+                        measure(operator, workers, flags[operator], args.kubeconfig, args.timeout)
+                    )
+                    runs.append(run)
+                    record_run(run, args.results)
     if args.markdown:
         print(markdown(runs))
 

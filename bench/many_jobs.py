@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from big_job import start_operator
+from big_job import node_kept_ready, start_operator
 from operator_throughput import count, cpu_seconds, create_namespace, record_run, sample_rss
 
 from kubetrain.api.manifest import parse_job
@@ -189,6 +189,14 @@ async def write_state(admin: Path, jobs: int) -> None:
             await create_namespace(client, NAMESPACE)
         have = await count(client, f"/apis/kubeflow.org/v1/namespaces/{NAMESPACE}/pytorchjobs")
         if have >= jobs:
+            pods = await count(client, f"/api/v1/namespaces/{NAMESPACE}/pods")
+            if pods < have * (WORKERS + 1):
+                expected = have * (WORKERS + 1)
+                raise SystemExit(
+                    f"namespace {NAMESPACE} holds {have} jobs but {pods} of their {expected} pods: {NODE} "
+                    "was left without a heartbeat for over an hour and its pods were evicted; delete the "
+                    f"namespace (kubectl delete namespace {NAMESPACE}) and run again to write the state anew"
+                )
             return
         started = time.monotonic()
         await gather_limited([write_one_job(client, f"done-{i}") for i in range(have, jobs)])
@@ -418,14 +426,15 @@ def main() -> None:
     prepare(args.kubeconfig, peers.TRAINING_OPERATOR.crds_dir())
     asyncio.run(write_state(args.kubeconfig, args.jobs))
     runs: list[Run] = []
-    for index in range(args.runs):
-        order = ["kubetrain", "upstream"] if (index + args.first_run) % 2 == 0 else ["upstream", "kubetrain"]
-        for operator in order:
-            run = asyncio.run(
-                measure(operator, args.jobs, args.kubeconfig, index + args.first_run, args.timeout)
-            )
-            runs.append(run)
-            record_run(run, args.results)
+    with node_kept_ready(args.kubeconfig, NODE):
+        for index in range(args.runs):
+            first = (index + args.first_run) % 2 == 0
+            for operator in ["kubetrain", "upstream"] if first else ["upstream", "kubetrain"]:
+                run = asyncio.run(
+                    measure(operator, args.jobs, args.kubeconfig, index + args.first_run, args.timeout)
+                )
+                runs.append(run)
+                record_run(run, args.results)
     if args.markdown:
         print(markdown(runs))
 

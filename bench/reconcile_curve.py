@@ -19,7 +19,7 @@ per size:
 
 The last two are timed on a controller that has reconciled the same state once before, untimed, as the
 operator's has by the time a running job's pod changes (what it keeps between reconciles counts:
-``kube.observe.PodObservations``).
+``kube.observe.ChildObservations``).
 
 Usage::
 

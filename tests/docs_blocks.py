@@ -144,7 +144,9 @@ QUICKSTART_CONTAINERS = "Run it in containers"
 OPERATIONS_ON_A_CLUSTER = ("Metrics and health", "Upgrading")
 API_ON_A_CLUSTER = ("Installing the CRDs",)
 PROGRESS_ON_ONE_MACHINE = ("On one machine", "Hang detection")
+TRAINJOB_ON_ONE_MACHINE = "On one machine"
 SECTIONS_RUN = {
+    "trainjob.md": (TRAINJOB_ON_ONE_MACHINE,),
     "api.md": API_ON_A_CLUSTER,
     "quickstart.md": (QUICKSTART_LOCAL, QUICKSTART_CONTAINERS, QUICKSTART_CLUSTER),
     "operations.md": OPERATIONS_ON_A_CLUSTER,

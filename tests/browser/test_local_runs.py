@@ -266,6 +266,38 @@ def test_a_runs_finding_is_at_the_top_of_its_page_while_it_holds(
     expect(finding).to_have_count(0)
 
 
+FAILS = "print('epoch 3', flush=True); print('loss is nan', flush=True); raise SystemExit(1)"
+
+
+def test_a_failed_runs_first_failure_is_under_its_diagnosis_with_its_exit_code_and_last_lines(
+    viewer: Viewer, local_client: TrainingClient
+) -> None:
+    local_client.create_job(python_run("fails", FAILS))
+    page = open_job(viewer, "fails")
+    expect(page.locator("#job-state")).to_have_text("Failed", timeout=30_000)
+    panel = page.locator("#first-failure")
+
+    expect(panel).to_contain_text("First failure")
+    expect(panel).to_contain_text(
+        "master-0 container pytorch exited with code 1 (Error) (pod fails-master-0)"
+    )
+    expect(panel.locator("pre")).to_have_text("epoch 3\nloss is nan")
+    top = page.locator("#first-failure").bounding_box()
+    below = page.locator("#progress").bounding_box()
+    assert top is not None and below is not None and top["y"] < below["y"]
+    viewer.screenshot("local-first-failure")
+
+
+def test_a_run_none_of_whose_replicas_failed_shows_no_first_failure(
+    viewer: Viewer, local_client: TrainingClient
+) -> None:
+    local_client.create_job(local_job("fine", steps=1))
+    page = open_job(viewer, "fine")
+    expect(page.locator("#job-state")).to_have_text("Succeeded", timeout=20_000)
+
+    expect(page.locator("#first-failure")).to_be_hidden()
+
+
 def test_a_runs_page_shows_its_replicas_conditions_events_and_what_its_training_printed(
     viewer: Viewer, local_client: TrainingClient
 ) -> None:

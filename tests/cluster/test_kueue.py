@@ -3,7 +3,6 @@ TrainJob CRDs (Kubeflow Trainer v2.3.0's): what the cluster tier's TrainJob queu
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
@@ -12,6 +11,7 @@ from kubetrain.envtest import kueue, peers
 from kubetrain.envtest.crds import install_crd_files
 from kubetrain.envtest.kubeapi import KubeApi, KubeObject
 from kubetrain.envtest.pytest_plugin import EnvtestCluster
+from kueue_cluster import kueue_beside
 
 pytestmark = pytest.mark.cluster
 
@@ -19,16 +19,9 @@ pytestmark = pytest.mark.cluster
 @pytest.fixture(scope="module")
 def kueue_running(jobset_controller: EnvtestCluster, kube_api: KubeApi) -> Iterator[EnvtestCluster]:
     """Kueue integrating TrainJobs, on the session's envtest; stopped, its webhooks removed, afterwards."""
-    if jobset_controller.run_dir is None:
-        pytest.fail("Kueue runs beside an envtest this session started or found (not KUBETRAIN_KUBECONFIG)")
-    if os.geteuid() != 0 and not (kueue.METRICS_CERTS / "tls.crt").is_file():
-        pytest.skip(f"Kueue {kueue.version()} needs a certificate in {kueue.METRICS_CERTS}, written as root")
     install_crd_files(kube_api, sorted(peers.TRAINER.crds_dir().glob("trainer.kubeflow.org_*.yaml")))
-    kueue.start(jobset_controller.run_dir, jobset_controller.kubeconfig)
-    try:
-        yield jobset_controller
-    finally:
-        kueue.stop(jobset_controller.run_dir, jobset_controller.kubeconfig)
+    with kueue_beside(jobset_controller) as cluster:
+        yield cluster
 
 
 def train_job(name: str, queue: str | None) -> KubeObject:

@@ -64,6 +64,14 @@ def test_fail_records_the_exit_code_and_reason_given(
     assert (terminated["exitCode"], terminated["reason"]) == (137, "OOMKilled")
 
 
+def test_fail_with_a_message_records_it_as_the_containers_termination_message(
+    kube_api: KubeApi, namespace: str, pod_driver: PodDriver
+) -> None:
+    pod = pod_driver.fail(_bound_pod(kube_api, namespace), exit_code=1, message="loss is nan\n")
+
+    assert _container(pod)["state"]["terminated"]["message"] == "loss is nan\n"
+
+
 def test_restart_of_an_on_failure_pod_counts_one_restart_and_keeps_it_running(
     kube_api: KubeApi, namespace: str, pod_driver: PodDriver
 ) -> None:

@@ -111,10 +111,18 @@ def test_ctrl_c_stops_every_replica_and_leaves_no_process_behind(tmp_path: Path,
         text=True,
     )
     log = state_dir / "interrupted" / "logs" / "master-0.log"
-    _wait_for(lambda: log.exists() and "spawned" in log.read_text())
+    status_file = state_dir / "interrupted" / "status.json"
+
+    def replica_pids() -> list[int]:
+        try:
+            status = json.loads(status_file.read_text())
+        except FileNotFoundError:
+            return []  # not written yet: on a loaded machine the master may log before the runner does
+        return [r["pid"] for r in status["replicas"] if r["pid"]]
+
+    _wait_for(lambda: log.exists() and "spawned" in log.read_text() and len(replica_pids()) == 3)
     spawned = [int(p) for p in re.findall(r"spawned (\d+) (\d+)", log.read_text())[0]]
-    status = json.loads((state_dir / "interrupted" / "status.json").read_text())
-    pids = [r["pid"] for r in status["replicas"] if r["pid"]] + spawned
+    pids = replica_pids() + spawned
     assert len(pids) == 5
     assert all(psutil.pid_exists(pid) for pid in pids)
 

@@ -282,8 +282,11 @@ class Side:
                 if error.code != 409:
                     raise
 
-    def condition(self, type_: str) -> bool:
-        job = self.job() or {}
+    def condition(self, type_: str) -> bool | None:
+        """Whether the job has the condition True; None when the job is gone."""
+        job = self.job()
+        if job is None:
+            return None
         conditions = (job.get("status") or {}).get("conditions") or []
         return any(c["type"] == type_ and c["status"] == "True" for c in conditions)
 
@@ -377,14 +380,16 @@ class Patch:
 
 @dataclass(frozen=True)
 class Await:
-    """Until the job has the condition True; a side that never gets it is compared as it is."""
+    """Until the job has the condition True, or is gone: a TTL case's job may be deleted a second after it
+    finished, before the side settled, and a job that is gone gets no condition (the wait used to run to its
+    timeout there, 90 s a side). A side that never gets it is compared as it is."""
 
     condition: str
     timeout: float = AWAIT_TIMEOUT
 
     def apply(self, side: Side) -> None:
         deadline = time.monotonic() + self.timeout
-        while not side.condition(self.condition) and time.monotonic() < deadline:
+        while side.condition(self.condition) is False and time.monotonic() < deadline:
             time.sleep(POLL_SECONDS)
 
     def __str__(self) -> str:

@@ -44,6 +44,10 @@ def describe(
     waiting for resources, a crash loop, an image that cannot be pulled, an OOM kill, workers waiting for
     their master, replicas on different image digests, stalled progress): its cause and fix.
 
+    Then, once a replica has failed, which one failed first: its pod and node, its exit code and reason, when,
+    and its last lines, kept on the job so that they are there after its pods are gone (cleanPodPolicy, TTL);
+    and each other failed replica's latest failure.
+
     A TrainJob shows its runtime, trainer, progress and its JobSet's replicated jobs (jobsStatus) instead of
     the run policy and replicas.
 
@@ -64,4 +68,5 @@ def describe(
         events = client.get_job_events(job.name, job.namespace, kind_of_job)
         findings = client.get_job_diagnosis(job.name, job.namespace, kind_of_job)
         state = client.get_job_state(job.name, job.namespace, kind_of_job)
-        typer.echo(tables.describe(job, pods, events, datetime.now(UTC), findings, state))
+        failures = client.get_job_failures(job.name, job.namespace, kind_of_job)
+        typer.echo(tables.describe(job, pods, events, datetime.now(UTC), findings, state, failures))

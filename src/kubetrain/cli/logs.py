@@ -9,6 +9,7 @@ from typing import TextIO
 
 import typer
 
+from kubetrain.api.jobs import TrainingJob
 from kubetrain.cli.jobs import (
     ContextOption,
     KubeconfigOption,
@@ -21,6 +22,8 @@ from kubetrain.cli.jobs import (
     reported_errors,
     split_kind_and_name,
 )
+from kubetrain.engine.failures import ReplicaFailure
+from kubetrain.sdk.kept_logs import kept_log_lines
 
 
 def logs(
@@ -46,6 +49,9 @@ def logs(
 
     On a cluster the API server reads logs from the kubelets; a cluster without them (envtest) says so.
 
+    A replica that failed and whose pod is gone (cleanPodPolicy, TTL) is shown from what the job kept of it:
+    one line naming the pod, its exit code and when it failed, then its last lines.
+
     Example: kubetrain logs mnist -f
 
     Example: kubetrain logs --local hello --replica worker-1 --tail 20
@@ -62,14 +68,31 @@ def logs(
         job = find_job(client, kind, job_name)
         kind_of_job = kind_name(client.kind_of(job))
         replicas = client.get_job_replicas(job.name, job.namespace, kind_of_job)
+        failures = client.get_job_failures(job.name, job.namespace, kind_of_job)
+        kept = {f.replica for f in failures.failures()} if failures is not None else set()
         replica_type = replica_index = None
         if replica is not None:
-            if replicas and replica not in replicas.values():
+            if replicas and replica not in replicas.values() and replica not in kept:
                 names = ", ".join(sorted(replicas.values(), key=_replica_order))
                 raise ValueError(f"job {job.name} has no replica {replica!r}; it has: {names}")
             replica_type, _, index = replica.rpartition("-")
             replica_index = int(index) if index.isdigit() else None
             replica_type = replica_type or replica
+        framework = client.kind_of(job).v1_framework if isinstance(job, TrainingJob) else None
+
+        def selected(failure: ReplicaFailure) -> bool:
+            if replica is not None:
+                return failure.replica == replica
+            if master:
+                assert isinstance(job, TrainingJob)
+                return framework is not None and framework.is_master_role(
+                    job, failure.replica_type, failure.index
+                )
+            return True
+
+        # Replicas whose pods are gone (cleanPodPolicy, TTL, a restart): what the job kept of them, first.
+        for name, line in kept_log_lines(failures, set(replicas.values()), selected, tail):
+            out.write(f"{line}\n" if replica is not None else f"{name} | {line}\n")
         lines = client.stream_job_logs(
             job.name,
             job.namespace,

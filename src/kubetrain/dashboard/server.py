@@ -152,6 +152,7 @@ class Dashboard:
         app.router.add_get(f"{job}/events", self.events)
         app.router.add_get(f"{job}/history", self.history)
         app.router.add_get(f"{job}/diagnosis", self.diagnosis)
+        app.router.add_get(f"{job}/failures", self.failures)
         app.router.add_get(f"{job}/describe", self.describe)
         app.router.add_get(f"{job}/logs", self.logs)
         app.router.add_post(f"{job}/suspend", functools.partial(self.suspend_or_resume, suspend=True))
@@ -481,6 +482,16 @@ class Dashboard:
         )
         return web.json_response(views.findings(found))
 
+    async def failures(self, request: web.Request) -> web.Response:
+        """Which replica failed first and how, as kept on the job (``null`` while none failed)."""
+        ref = self._ref(request)
+        await self._require(request, ref.attributes("get"))
+        client = ref.source.client
+        found = await asyncio.to_thread(
+            client.get_job_failures, ref.name, ref.namespace, kind_argument(ref.kind)
+        )
+        return web.json_response(views.failures(found))
+
     async def describe(self, request: web.Request) -> web.Response:
         """``kubetrain describe``'s text, from the same function."""
         ref = self._ref(request)
@@ -496,7 +507,8 @@ class Dashboard:
             events = client.get_job_events(ref.name, ref.namespace, kind)
             findings = client.get_job_diagnosis(ref.name, ref.namespace, kind)
             state = client.get_job_state(ref.name, ref.namespace, kind)
-            return tables.describe(job, pods, events, datetime.now(UTC), findings, state)
+            failures = client.get_job_failures(ref.name, ref.namespace, kind)
+            return tables.describe(job, pods, events, datetime.now(UTC), findings, state, failures)
 
         return web.Response(text=await asyncio.to_thread(text), content_type="text/plain")
 

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from lightkube.resources.core_v1 import Pod
 
     from kubetrain.engine.diagnosis import Finding
+    from kubetrain.engine.failures import FailureRecord, ReplicaFailure
     from kubetrain.sdk.backends.base import JobEvent
 
 REDACTED = "<not shown: Secret data>"
@@ -246,6 +247,36 @@ def event_rows(events: Iterable[JobEvent]) -> list[dict[str, Any]]:
 
 def findings(found: Iterable[Finding]) -> list[dict[str, Any]]:
     return [{"reason": f.reason, "message": f.message, "replicas": list(f.replicas)} for f in found]
+
+
+def failures(record: FailureRecord | None) -> dict[str, Any] | None:
+    """The job's first failure and each failed replica's latest, as the Jobs view shows them: ``how`` in the
+    words ``describe`` uses."""
+    if record is None:
+        return None
+    return {
+        "first": _failure(record.first),
+        "latest": [_failure(f) for f in record.latest if not f.same_run(record.first)],
+        "others": record.others,
+    }
+
+
+def _failure(failure: ReplicaFailure) -> dict[str, Any]:
+    from kubetrain.engine.failures import describe_failure
+
+    return {
+        "replica": failure.replica,
+        "replicaType": failure.replica_type,
+        "index": failure.index,
+        "pod": failure.pod,
+        "node": failure.node,
+        "container": failure.container,
+        "exitCode": failure.exit_code,
+        "reason": failure.reason,
+        "how": describe_failure(failure),
+        "at": _iso(failure.at),
+        "lines": failure.lines,
+    }
 
 
 def redact_secrets(documents: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -56,6 +56,8 @@ class ObservedContainer:
     memory_limit: str | None = None
     """``resources.limits.memory`` as written (``4Gi``)."""
     restart_count: int = 0
+    last_finished_at: datetime | None = None
+    """When the run ``last_exit_code`` is of ended (``terminated.finishedAt``): which replica failed first."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,8 @@ class ObservedReplica:
     gang_scheduled: bool = False
     """It belongs to a PodGroup and goes to a scheduler other than the default one (Volcano,
     scheduler-plugins' coscheduling), which places the group's pods all or none."""
+    node: str | None = None
+    """The node it is bound to (``spec.nodeName``); None locally or while unplaced."""
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -45,6 +46,37 @@ _KUBERNETES_REQUIRE = re.compile(
 
 class BuildError(RuntimeError):
     """The binaries are missing and could not be built; the message says what to install or set."""
+
+
+def go_build_env() -> dict[str, str]:
+    """The environment of every ``go build`` of a tool here: static binaries, modules downloaded as needed,
+    and no DWARF from the compiler. ``-ldflags -w`` already leaves DWARF out of the binaries, but the compiler
+    still generated it for every package: 6 % of the CPU of compiling client-go here, and a bigger build
+    cache. The binaries are the same, so this is in no fingerprint; every build passes it, so Go's build cache
+    still serves the packages two builds share (envtest's and scheduler-plugins')."""
+    return {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod -gcflags=all=-dwarf=false"}
+
+
+@dataclass(frozen=True)
+class GoBuild:
+    """What one ``go build`` took: its exit status, wall seconds and CPU seconds (the go command and every
+    compile and link it ran)."""
+
+    returncode: int
+    seconds: float
+    cpu_seconds: float
+
+
+def run_go_build(command: list[str], cwd: Path) -> GoBuild:
+    """``command`` in ``cwd`` with :func:`go_build_env`, its output on stderr."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.monotonic()
+    result = subprocess.run(
+        command, cwd=cwd, env=go_build_env(), stdout=sys.stderr, stderr=sys.stderr, check=False
+    )
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return GoBuild(result.returncode, round(time.monotonic() - started, 1), round(cpu, 1))
 
 
 @dataclass(frozen=True)
@@ -275,9 +307,9 @@ def ensure_node_built(
         staging = node.directory.with_name(node.directory.name + ".partial")
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
-        env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"}
         log(f"building kubelet {node.version} and CoreDNS into {node.directory} (minutes when cold)")
         started = time.monotonic()
+        cpu_seconds = 0.0
         builds = (
             (
                 module,
@@ -289,22 +321,22 @@ def ensure_node_built(
             ),
         )
         for directory, command in builds:
-            result = subprocess.run(
-                command, cwd=directory, env=env, stdout=sys.stderr, stderr=sys.stderr, check=False
-            )
-            if result.returncode != 0:
+            build = run_go_build(command, directory)
+            if build.returncode != 0:
                 raise BuildError(
-                    f"`{' '.join(command)}` in {directory} failed with exit status {result.returncode}"
+                    f"`{' '.join(command)}` in {directory} failed with exit status {build.returncode}"
                 )
+            cpu_seconds += build.cpu_seconds
         info = {
             "version": node.version,
             "fingerprint": fingerprint,
             "build_seconds": round(time.monotonic() - started, 1),
+            "build_cpu_seconds": round(cpu_seconds, 1),
         }
         (staging / BUILD_INFO).write_text(json.dumps(info, indent=2) + "\n")
         shutil.rmtree(node.directory, ignore_errors=True)
         staging.rename(node.directory)
-        log(f"built in {info['build_seconds']} s")
+        log(f"built in {info['build_seconds']} s ({info['build_cpu_seconds']} s CPU)")
     return node
 
 
@@ -338,19 +370,18 @@ def _build(binaries: Binaries, module: Path, log: Callable[[str], None]) -> None
     command = build_command(go, binaries.version, staging)
     # Module downloads happen here too (GOFLAGS=-mod=mod), so a clean clone needs nothing but Go and the
     # proxy.
-    env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"}
     log(f"building Kubernetes {binaries.version} control plane into {binaries.directory} (minutes when cold)")
-    started = time.monotonic()
-    result = subprocess.run(command, cwd=module, env=env, stdout=sys.stderr, stderr=sys.stderr, check=False)
-    if result.returncode != 0:
-        raise BuildError(f"`{' '.join(command)}` in {module} failed with exit status {result.returncode}")
+    build = run_go_build(command, module)
+    if build.returncode != 0:
+        raise BuildError(f"`{' '.join(command)}` in {module} failed with exit status {build.returncode}")
     info = {
         "version": binaries.version,
         "fingerprint": module_fingerprint(module),
         "go": subprocess.run([go, "version"], capture_output=True, text=True, check=False).stdout.strip(),
-        "build_seconds": round(time.monotonic() - started, 1),
+        "build_seconds": build.seconds,
+        "build_cpu_seconds": build.cpu_seconds,
     }
     (staging / BUILD_INFO).write_text(json.dumps(info, indent=2) + "\n")
     shutil.rmtree(binaries.directory, ignore_errors=True)
     staging.rename(binaries.directory)
-    log(f"built in {info['build_seconds']} s")
+    log(f"built in {build.seconds} s ({build.cpu_seconds} s CPU)")

@@ -107,10 +107,7 @@ class GoTool:
         staging.mkdir(parents=True)
         command = [self.go(log), "build", *self.build_flags, "-o", str(staging / self.binary), self.package]
         log(f"building {self.binary} {self.version} into {self.directory} (minutes when cold)")
-        env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"}
-        done = subprocess.run(
-            command, cwd=self.module, env=env, stdout=sys.stderr, stderr=sys.stderr, check=False
-        )
+        done = binaries.run_go_build(command, self.module)
         if done.returncode != 0:
             raise GoToolError(
                 f"`{' '.join(command)}` in {self.module} failed with exit status {done.returncode}"
@@ -118,3 +115,4 @@ class GoTool:
         (staging / "fingerprint").write_text(self.fingerprint() + "\n")
         shutil.rmtree(self.directory, ignore_errors=True)
         staging.rename(self.directory)
+        log(f"built {self.binary} {self.version} in {done.seconds} s ({done.cpu_seconds} s CPU)")

@@ -73,6 +73,10 @@ WEBHOOK_SECRET = "training-operator-webhook-cert"
 WEBHOOK_CONFIGURATION = "validator.training-operator.kubeflow.org"
 MPI_OPERATOR_HEALTH_PORT = 8080
 """The mpi-operator's health check listens on ``:8080`` whatever its flags (a constant of v0.6.0)."""
+TEST_CLIENT_LIMIT = (200, 400)
+"""The client-side limit the conformance tier runs the mpi-operator with (QPS, burst): its own default of QPS
+5 would make each case wait on the peer's client for nothing the comparison reads. Not its shipped setting:
+``bench/operator_side_by_side.py`` passes ``client_limit=None`` for the peer as it ships."""
 LOCKS = Path("/tmp")
 
 TRAINING_OPERATOR_SCHEMES = ("pytorchjob", "tfjob", "xgboostjob", "paddlejob", "jaxjob", "mpijob")
@@ -383,9 +387,13 @@ def start_mpi_operator(
     binary: Path | None = None,
     timeout: float = 120.0,
     lock_timeout: float = 600.0,
+    client_limit: tuple[int, int] | None = TEST_CLIENT_LIMIT,
 ) -> PeerProcess:
     """The mpi-operator watching ``namespace``, its leader-election Lease there too, returned once its workers
-    run. Holds the machine's port 8080 (under a lock other starts wait on) until stopped."""
+    run. Holds the machine's port 8080 (under a lock other starts wait on) until stopped.
+
+    ``client_limit`` is the ``--kube-api-qps`` and ``--kube-api-burst`` it is given ahead of ``flags``; None
+    gives neither, so it runs at its own defaults (QPS 5, burst 10), as its release's Deployment runs it."""
     binary = binary or MPI_OPERATOR.ensure_built()
     lock = (LOCKS / "kubetrain-mpi-operator-8080.lock").open("w")
     deadline = time.monotonic() + lock_timeout
@@ -407,7 +415,10 @@ def start_mpi_operator(
             "check there; stop what listens on it (`ss -ltnp | grep :8080`)"
         )
     command = [str(binary), "--namespace", namespace, "--lock-namespace", namespace]
-    command += ["--kube-api-qps", "200", "--kube-api-burst", "400", *flags]
+    if client_limit is not None:
+        qps, burst = client_limit
+        command += ["--kube-api-qps", str(qps), "--kube-api-burst", str(burst)]
+    command += [*flags]
     env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
     with log_path.open("wb") as log:
         popen = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)

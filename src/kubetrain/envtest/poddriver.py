@@ -117,12 +117,24 @@ class PodDriver:
         return self._terminate(current, "Succeeded", exit_code, "Completed", containers=None)
 
     def fail(
-        self, pod: PodRef, exit_code: int = 1, reason: str = "Error", container: str | None = None
+        self,
+        pod: PodRef,
+        exit_code: int = 1,
+        reason: str = "Error",
+        container: str | None = None,
+        message: str | None = None,
     ) -> KubeObject:
-        """Failed: ``container`` (every container when None) terminated with ``exit_code`` and ``reason``."""
+        """Failed: ``container`` (every container when None) terminated with ``exit_code`` and ``reason``;
+        ``message``: what it wrote to its termination message path (or, under ``FallbackToLogsOnError``, the
+        end of its log, as a kubelet puts it there)."""
         current = self.wait_bound(pod)
         return self._terminate(
-            current, "Failed", exit_code, reason, containers={container} if container else None
+            current,
+            "Failed",
+            exit_code,
+            reason,
+            containers={container} if container else None,
+            message=message,
         )
 
     def restart(self, pod: PodRef, exit_code: int = 1, container: str | None = None) -> KubeObject:
@@ -359,6 +371,7 @@ class PodDriver:
         reason: str,
         containers: set[str] | None,
         write: bool = True,
+        message: str | None = None,
     ) -> KubeObject:
         counts = _restart_counts(pod)
         started = _started_at(pod)
@@ -377,6 +390,8 @@ class PodDriver:
                     "containerID": status["containerID"],
                 }
             }
+            if chosen and message is not None:
+                status["state"]["terminated"]["message"] = message
             statuses.append(status)
         updated = self._base_status(pod, phase, ready=False, containers=statuses, reason="PodCompleted")
         if not write:

@@ -8,7 +8,6 @@ enqueues the job again.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from dataclasses import dataclass, replace
@@ -26,19 +25,24 @@ from kubetrain.frameworks.addressing import ClusterAddressing
 from kubetrain.frameworks.base import Framework
 from kubetrain.frameworks.labels import JOB_NAME_LABEL, OPERATOR_NAME_LABEL
 from kubetrain.kube.act import Actor, Target
+from kubetrain.kube.failures import FailureKeeper
 from kubetrain.kube.metrics import OperatorMetrics
-from kubetrain.kube.observe import ContainerKey, PodObservations, observe, replica_identity, with_last_lines
+from kubetrain.kube.observe import ChildObservations, ContainerKey, observe, replica_identity, with_last_lines
 from kubetrain.kube.previous_logs import PreviousLogs
 from kubetrain.kube.runtime.expectations import Expectations, expectation_key
-from kubetrain.kube.runtime.queue import QueueShutDownError, WorkQueue
+from kubetrain.kube.runtime.queue import WorkQueue
 from kubetrain.kube.runtime.reflector import strip_managed_fields
 from kubetrain.kube.runtime.store import ChangeType, KubeObject, ObjectChange, Store, object_key
+from kubetrain.kube.runtime.workers import run_workers
 
 log = logging.getLogger(__name__)
 outcomes = logging.getLogger("kubetrain.reconcile")
 
+FAILURE_RECORD_RETRY = 5.0
+"""Seconds until a job whose failure record could not be read is reconciled again."""
 REMEMBERED_FROM_PODS = 100
-"""A job of this many pods or more keeps its pods' observations between reconciles (``PodObservations``)."""
+"""A job of this many pods or more keeps its children's observations between reconciles
+(``ChildObservations``)."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,7 @@ class JobController:
         threads: int = 1,
         addressing: ClusterAddressing | None = None,
         previous_logs: PreviousLogs | None = None,
+        failures: FailureKeeper | None = None,
     ) -> None:
         self.framework = framework
         self.jobs = jobs
@@ -80,7 +85,12 @@ class JobController:
         self._threads = max(1, threads)
         self._addressing = addressing or ClusterAddressing()
         self._previous_logs = previous_logs
-        self._remembered: dict[str, PodObservations] = {}
+        self._failures = failures
+        """Keeps each job's first failure in ``<job>-failure``; None: not kept."""
+        self._writes_config_files = type(framework).config_files is not Framework.config_files
+        """Whether the framework has files beside its pods (it overrides ``Framework.config_files``), the only
+        reader of a target's running hosts."""
+        self._remembered: dict[str, ChildObservations] = {}
         """By job key, for jobs of at least ``REMEMBERED_FROM_PODS`` pods: what observing costs a small job
         is not worth the memory of keeping it for the thousands of jobs a cluster may hold."""
         """Where the last lines of crash-looping containers come from; None: findings go without them."""
@@ -96,6 +106,8 @@ class JobController:
         if change.type is ChangeType.DELETED:
             self._expectations.delete_prefix(f"{key}/")
             self._actor.forget(_uid(change.object))
+            if self._failures is not None:
+                self._failures.forget(_uid(change.object))
         elif only_a_progress_report(change):
             return
         self.queue.add(key)
@@ -118,28 +130,14 @@ class JobController:
     # --- workers --------------------------------------------------------------------------------
 
     async def run_workers(self) -> None:
-        await asyncio.gather(*(self._work() for _ in range(self._threads)))
+        await run_workers(self.queue, self.reconcile, self._failed, self._threads, on_take=self._count_queued)
 
-    async def _work(self) -> None:
-        while True:
-            try:
-                key = await self.queue.get()
-            except QueueShutDownError:
-                return
-            self._metrics.queue_depth.labels(kind=self.kind).set(len(self.queue))
-            try:
-                requeue_after = await self.reconcile(key)
-            except Exception as error:
-                self._metrics.reconcile_errors.labels(kind=self.kind).inc()
-                delay = self.queue.next_backoff(key)
-                self.queue.add_after(key, delay)
-                _log_outcome(self.kind, key, "error", error=str(error), retry_in=round(delay, 3))
-            else:
-                self.queue.forget(key)
-                if requeue_after is not None:
-                    self.queue.add_after(key, requeue_after)
-            finally:
-                self.queue.done(key)
+    def _count_queued(self) -> None:
+        self._metrics.queue_depth.labels(kind=self.kind).set(len(self.queue))
+
+    def _failed(self, key: str, error: Exception, retry_in: float) -> None:
+        self._metrics.reconcile_errors.labels(kind=self.kind).inc()
+        _log_outcome(self.kind, key, "error", error=str(error), retry_in=round(retry_in, 3))
 
     def _expectations_satisfied(self, key: str) -> bool:
         return all(
@@ -202,7 +200,7 @@ class JobController:
         runs = [(batch_job, self._children.pods.by_owner(_uid(batch_job))) for batch_job in batch_jobs]
         remembered = None
         if len(pods) >= REMEMBERED_FROM_PODS:
-            remembered = self._remembered.setdefault(key, PodObservations())
+            remembered = self._remembered.setdefault(key, ChildObservations())
         else:
             self._remembered.pop(key, None)
         observation = observe(
@@ -214,6 +212,7 @@ class JobController:
             gang_scheduling=gang,
             batch_jobs=runs,
             remembered=remembered,
+            services_version=self._children.services.owner_version(uid),
         )
         if autoscalers is not None:
             observation = replace(observation, autoscaler=autoscaler is not None)
@@ -222,14 +221,24 @@ class JobController:
 
         decision = reconcile(job, observation, now, self._traits, self.framework)
         planned = decision.admitted or job  # not admitted: nothing will be planned from it
-        running_hosts = tuple(
-            self._addressing.host(planned, replica.replica_type, replica.index)
-            for replica in observation.replicas
-            if replica.phase is Phase.RUNNING
-            and not self.framework.is_master_role(planned, replica.replica_type, replica.index)
+        # Only a framework that writes config files (MPI's hostfile and discover_hosts.sh) reads them: for the
+        # others, naming every running replica was 4 ms of each reconcile of a 5,000-replica job.
+        running_hosts = (
+            tuple(
+                self._addressing.host(planned, replica.replica_type, replica.index)
+                for replica in observation.replicas
+                if replica.phase is Phase.RUNNING
+                and not self.framework.is_master_role(planned, replica.replica_type, replica.index)
+            )
+            if self._writes_config_files
+            else ()
         )
         target = Target(
             key, stored, planned, self.framework, pod_group, autoscaler, running_hosts, tuple(batch_jobs)
+        )
+        # Before the Decision is carried out: the failed pods' lines are read while they are still there.
+        retry_failures_in = await self._keep_failures(
+            key, stored, job, decision.admitted is not None, observation, now
         )
         outcome = await self._actor.carry_out(target, decision)
         if outcome.written_job is not None:
@@ -254,7 +263,27 @@ class JobController:
             requeue_after=decision.requeue_after,
             duration_ms=round(elapsed * 1000, 1),
         )
+        if retry_failures_in is not None:
+            return min(retry_failures_in, decision.requeue_after or retry_failures_in)
         return decision.requeue_after
+
+    async def _keep_failures(
+        self,
+        key: str,
+        stored: KubeObject,
+        job: TrainingJob,
+        admitted: bool,
+        observation: Observation,
+        now: datetime,
+    ) -> float | None:
+        """Keep the job's failure record current (``kube.failures``); when to look again if that failed."""
+        if self._failures is None or not admitted:
+            return None
+        try:
+            return await self._failures.keep(stored, job, self.framework, observation.replicas, now)
+        except Exception as error:  # reading the record failed: the reconcile goes on, and is retried later
+            _log_outcome(self.kind, key, "failure record not kept", error=str(error))
+            return FAILURE_RECORD_RETRY
 
     def _with_crash_output(
         self, key: str, job: TrainingJob, observation: Observation, pods: list[KubeObject], now: datetime

@@ -35,9 +35,10 @@ from kubetrain.frameworks.labels import OPERATOR_NAME_LABEL
 from kubetrain.frameworks.trainer.jobset import JOBSET_API, JOBSET_KIND
 from kubetrain.kube.act import Actor, pod_group_collection
 from kubetrain.kube.batch_jobs import batch_job_template
-from kubetrain.kube.compact import compact_batch_job, compact_object, compact_pod, compact_service
+from kubetrain.kube.compact import POD_KEPT, SERVICE_KEPT, compact_batch_job, compact_object
 from kubetrain.kube.controller import ChildStores, JobController, child_routing
 from kubetrain.kube.events import EventRecorder
+from kubetrain.kube.failures import FailureKeeper
 from kubetrain.kube.health import check_route, metrics_route, serve_http
 from kubetrain.kube.metrics import OperatorMetrics
 from kubetrain.kube.previous_logs import PreviousLogs
@@ -50,6 +51,7 @@ from kubetrain.kube.runtime.leader import ApiLeaseLock, ElectionSettings, Leader
 from kubetrain.kube.runtime.lifecycle import Outcome, run_while_leading
 from kubetrain.kube.runtime.reflector import resync_periodically
 from kubetrain.kube.runtime.store import ObjectChange, Store
+from kubetrain.kube.runtime.wire import KeptFields
 from kubetrain.kube.status.authenticator import BATCH_JOB_OWNER, JobCaches
 from kubetrain.kube.status.ca_bundle import CaPublisher
 from kubetrain.kube.status.endpoint import StatusEndpoint
@@ -139,6 +141,8 @@ class Operator:
         self.events = EventRecorder(event_writes, busy=self._busy)
         self.actor: Actor | None = None
         self.previous_logs: PreviousLogs | None = None
+        self.failures: FailureKeeper | None = None
+        """Keeps each job's first failure (``<job>-failure``)."""
         self.informers: list[Informer] = []
         self.controllers: list[JobController] = []
         self.trainjobs: TrainJobController | None = None
@@ -166,6 +170,7 @@ class Operator:
         resource: type[Any],
         selector: str | None = None,
         transform: Callable[[dict[str, Any]], dict[str, Any]] = compact_object,
+        kept: KeptFields[Any] | None = None,
     ) -> Informer:
         informer = Informer(
             self.client.http,
@@ -173,6 +178,7 @@ class Operator:
             namespace=self.settings.namespace,
             label_selector=selector,
             transform=transform,
+            kept=kept,
         )
         self.informers.append(informer)
         return informer
@@ -180,9 +186,10 @@ class Operator:
     async def build(self) -> None:
         settings = self.settings
         # "label exists": the caches hold the operator's children, not every pod of the cluster.
-        # Compacted on the way in: thousands of finished jobs' pods stay cached (kube.compact).
-        pods = self._informer(Pod, OPERATOR_NAME_LABEL, compact_pod)
-        services = self._informer(Service, OPERATOR_NAME_LABEL, compact_service)
+        # Compacted on the way in, what is dropped never decoded: thousands of finished jobs' pods stay
+        # cached (kube.compact).
+        pods = self._informer(Pod, OPERATOR_NAME_LABEL, kept=POD_KEPT)
+        services = self._informer(Service, OPERATOR_NAME_LABEL, kept=SERVICE_KEPT)
         pod_groups: Informer | None = None
         if settings.render.gang_scheduler:
             if await self._served(pod_group_collection(settings.render, settings.namespace or "default")):
@@ -212,6 +219,7 @@ class Operator:
         )
         addressing = ClusterAddressing(cluster_domain=settings.cluster_domain)
         previous_logs = self.previous_logs = PreviousLogs(self.client.http)
+        failures = self.failures = FailureKeeper(self.client.http, self.writes, self.events)
         actor = self.actor = Actor(
             self.writes,
             self.expectations,
@@ -249,6 +257,7 @@ class Operator:
                 settings.threads,
                 addressing,
                 previous_logs,
+                failures,
             )
             jobs.add_handler(controller.on_job_change)
             self.controllers.append(controller)

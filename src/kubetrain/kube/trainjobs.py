@@ -12,7 +12,6 @@ what an operator should not cost; each is read once per TrainJob and remembered 
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 import logging
@@ -44,7 +43,7 @@ from kubetrain.kube.events import EventRecord, EventRecorder
 from kubetrain.kube.metrics import OperatorMetrics
 from kubetrain.kube.runtime.client import ApiStatusError, raise_for_status
 from kubetrain.kube.runtime.http import HttpApi
-from kubetrain.kube.runtime.queue import QueueShutDownError, WorkQueue
+from kubetrain.kube.runtime.queue import WorkQueue
 from kubetrain.kube.runtime.reflector import strip_managed_fields
 from kubetrain.kube.runtime.store import (
     ChangeType,
@@ -54,6 +53,7 @@ from kubetrain.kube.runtime.store import (
     controller_uid,
     object_key,
 )
+from kubetrain.kube.runtime.workers import run_workers
 from kubetrain.kube.status.ca_bundle import CaPublisher
 from kubetrain.kube.status.injection import StatusInjection, inject_status_reporting
 
@@ -142,27 +142,11 @@ class TrainJobController:
     # --- workers --------------------------------------------------------------------------------
 
     async def run_workers(self) -> None:
-        await asyncio.gather(*(self._work() for _ in range(max(1, self.threads))))
+        await run_workers(self.queue, self.reconcile, self._failed, self.threads)
 
-    async def _work(self) -> None:
-        while True:
-            try:
-                key = await self.queue.get()
-            except QueueShutDownError:
-                return
-            try:
-                requeue_after = await self.reconcile(key)
-            except Exception as error:
-                self.metrics.reconcile_errors.labels(kind=KIND).inc()
-                delay = self.queue.next_backoff(key)
-                self.queue.add_after(key, delay)
-                _log_outcome(key, "error", error=str(error), retry_in=round(delay, 3))
-            else:
-                self.queue.forget(key)
-                if requeue_after is not None:
-                    self.queue.add_after(key, requeue_after)
-            finally:
-                self.queue.done(key)
+    def _failed(self, key: str, error: Exception, retry_in: float) -> None:
+        self.metrics.reconcile_errors.labels(kind=KIND).inc()
+        _log_outcome(key, "error", error=str(error), retry_in=round(retry_in, 3))
 
     async def reconcile(self, key: str) -> float | None:
         started = time.monotonic()

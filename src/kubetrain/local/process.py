@@ -82,6 +82,8 @@ class ProcessState:
     restarts: int = 0
     started_at: float | None = None
     finished_at: float | None = None
+    ended_at: float | None = None
+    """When the last finished attempt ended (kept while the next one runs: which replica failed first)."""
     history: list[int] = field(default_factory=list)
     """Exit codes of earlier attempts, oldest first."""
     last_lines: str | None = None
@@ -129,6 +131,7 @@ class ReplicaProcess:
         self.state.last_lines = message
         self.state.running = False
         self.state.exit_code = CANNOT_START_EXIT_CODE
+        self.state.ended_at = time.time()
         self.state.history.append(CANNOT_START_EXIT_CODE)
         self._start_failed = True
         self._on_change()
@@ -172,7 +175,7 @@ class ReplicaProcess:
             self.state.last_lines = self.log.tail(self._log_start)
             self.state.running = False
             self.state.exit_code = code
-            self.state.finished_at = time.time()
+            self.state.finished_at = self.state.ended_at = time.time()
             self.state.history.append(code)
             if self._stopping or not self.spec.restart.restarts_after(code):
                 self.log.close()
@@ -268,6 +271,7 @@ class ReplicaProcess:
         else:
             last_reason = None
         running_since = state.started_at if state.running else None
+        ended_at = state.ended_at if state.history else None
         return ObservedContainer(
             name=self.spec.container or self.spec.prefix,
             image=self.spec.image,
@@ -278,6 +282,7 @@ class ReplicaProcess:
             last_lines=state.last_lines,
             memory_limit=self.spec.memory_limit,
             restart_count=state.restarts,
+            last_finished_at=None if ended_at is None else datetime.fromtimestamp(ended_at, UTC),
         )
 
 

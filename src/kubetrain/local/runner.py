@@ -30,6 +30,7 @@ from kubetrain.api.common import ConditionType
 from kubetrain.api.jobs import TrainingJob
 from kubetrain.api.progress import ProgressHistory, StatusTarget, TrainerStatus
 from kubetrain.engine.diagnosis import Finding
+from kubetrain.engine.failures import FailureRecord, first_failure_event, record_failures
 from kubetrain.engine.planning import desired_replicas, plan_replica
 from kubetrain.engine.reconciler import reconcile
 from kubetrain.engine.types import (
@@ -141,6 +142,8 @@ class LocalRun:
         self.events: list[dict[str, Any]] = []
         self.findings: tuple[Finding, ...] = ()
         """What the last reconcile diagnosed (``engine.diagnosis``)."""
+        self.failures: FailureRecord | None = None
+        """Which replica failed first, and how (``engine.failures``); None while none did."""
         self._announced: set[tuple[str, str]] = set()
         """``(reason, message)`` of every finding said so far."""
         self._replaced: dict[ReplicaKey, tuple[int, list[int]]] = {}
@@ -204,7 +207,9 @@ class LocalRun:
             if self._interrupts:
                 return Outcome.INTERRUPTED
             observation = Observation(replicas=tuple(p.observe() for p in self.processes.values()))
-            decision = reconcile(self.job, observation, datetime.now(UTC), self.traits)
+            now = datetime.now(UTC)
+            decision = reconcile(self.job, observation, now, self.traits)
+            self._keep_failures(observation, now)
             self.job = self.job.with_status(decision.status)
             # An operator reconciles when something changes; this loop also wakes on a timer, and an event
             # the engine repeats while a state lasts (a replica's exit code) counts only when it changed.
@@ -261,6 +266,16 @@ class LocalRun:
                 restarts + process.state.restarts + recreated,
                 codes + process.state.history,
             )
+
+    def _keep_failures(self, observation: Observation, now: datetime) -> None:
+        """The run's failure record (``engine.failures``), from the job as it was before this reconcile; the
+        first failure is announced once."""
+        record = record_failures(self.job, self.framework, observation.replicas, self.failures, now)
+        if record is None or record == self.failures:
+            return
+        if self.failures is None:
+            self._event(first_failure_event(self.job, record))
+        self.failures = record
 
     def _event(self, event: EmitEvent, *, count_repeat: bool = True) -> None:
         """Kept as a cluster keeps Events: stamped with when it last happened, and a repeat of one already
@@ -373,6 +388,7 @@ class LocalRun:
                     for f in self.findings
                 ],
                 progress_history=self.history.to_json(),
+                failures=None if self.failures is None else self.failures.to_json(),
             )
         )
 

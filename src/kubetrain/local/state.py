@@ -81,6 +81,9 @@ class RunRecord:
     progress_history: dict[str, Any] = field(default_factory=dict)
     """The job's progress reports over the run, thinned (``api.progress.ProgressHistory.to_json``; kept as
     plain data here so that listing runs needs no model). The latest report is in the job's status."""
+    failures: dict[str, Any] | None = None
+    """Which replica failed first, and how, and each failed replica's latest failure
+    (``engine.failures.FailureRecord.to_json``); None while no replica failed."""
 
     @property
     def name(self) -> str:
@@ -168,6 +171,7 @@ class RunRecord:
             runtime=str(data.get("runtime", "process")),
             findings=list(data.get("findings", [])),
             progress_history=_mapping(data.get("progress_history")),
+            failures=_mapping(data["failures"]) if isinstance(data.get("failures"), Mapping) else None,
         )
 
 

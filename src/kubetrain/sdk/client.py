@@ -25,6 +25,7 @@ from kubetrain.api.progress import ProgressHistory
 from kubetrain.api.summary import LiveCounts, is_trainjob
 from kubetrain.api.trainer import Condition, TrainJob
 from kubetrain.engine.diagnosis import Finding
+from kubetrain.engine.failures import FailureRecord
 from kubetrain.frameworks.jobset_run import REPLICATED_JOB_LABEL
 from kubetrain.frameworks.labels import (
     JOB_NAME_LABEL,
@@ -660,6 +661,14 @@ class TrainingClient:
         """What is wrong with the job now, if anything: each finding names the replicas, the cause and the
         fix (the same findings the operator and ``kubetrain run`` raise as Warning events)."""
         return self.backend.diagnose(self._kind(job_kind), self._namespace(namespace), name)
+
+    def get_job_failures(
+        self, name: str, namespace: str | None = None, job_kind: str | None = None
+    ) -> FailureRecord | None:
+        """Which replica failed first, and how (type, index, pod, node, exit code, reason, time, its last
+        lines), and each failed replica's latest failure: kept on the job, so it is there after its pods are
+        gone (``cleanPodPolicy``, TTL). None while no replica failed (kubetrain extension)."""
+        return self.backend.failures(self._kind(job_kind), self._namespace(namespace), name)
 
     def kind_of(self, job: Job) -> JobKind:
         return kind_of(job)

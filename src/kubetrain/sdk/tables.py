@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from kubetrain.api.jobs import TrainingJob
     from kubetrain.api.trainer import Condition, Trainer, TrainJob
     from kubetrain.engine.diagnosis import Finding
+    from kubetrain.engine.failures import FailureRecord
     from kubetrain.sdk.backends.base import JobEvent
 
 
@@ -173,10 +174,12 @@ def describe(
     now: datetime,
     findings: Sequence[Finding] = (),
     state: str | None = None,
+    failures: FailureRecord | None = None,
 ) -> str:
-    """``kubectl describe``-style text: what is wrong now (when anything is), summary, run policy, replicas,
-    pods, conditions, events. A TrainJob's: its runtime, trainer, progress and its JobSet's jobs instead of
-    the run policy and replicas; ``state`` is its state (``get_job_state``)."""
+    """``kubectl describe``-style text: what is wrong now (when anything is), which replica failed first (when
+    one did), summary, run policy, replicas, pods, conditions, events. A TrainJob's: its runtime, trainer,
+    progress and its JobSet's jobs instead of the run policy and replicas; ``state`` is its state
+    (``get_job_state``)."""
     from kubetrain.api.trainer import TrainJob  # pydantic: not for the listings this module serves
 
     if isinstance(job, TrainJob):
@@ -185,6 +188,7 @@ def describe(
     created = job.metadata.creation_timestamp
     state = str(job.status.conditions[-1].type) if job.status.conditions else ""
     lines = diagnosis(findings)
+    lines += first_failure(failures, job.name, now)
     lines += [
         f"Name:          {job.name}",
         f"Namespace:     {job.namespace}",
@@ -366,6 +370,53 @@ def diagnosis(findings: Sequence[Finding]) -> list[str]:
     if not findings:
         return []
     return ["Diagnosis:", *(f"  {finding.reason}: {finding.message}" for finding in findings)]
+
+
+DESCRIBED_LINES = 10
+"""Last lines of the first failure that ``describe`` shows (``kubetrain logs`` shows every one kept)."""
+
+
+def first_failure(failures: FailureRecord | None, job_name: str, now: datetime) -> list[str]:
+    """``First Failure:`` (the replica, its pod and node, how and when it failed, its last lines) and, when
+    other replicas failed too or it failed again, each kept replica's latest failure; nothing while none
+    failed."""
+    if failures is None:
+        return []
+    from kubetrain.engine.failures import describe_failure
+
+    first = failures.first
+    node = f" on node {first.node}" if first.node else ""
+    lines = [
+        "First Failure:",
+        f"  Replica:    {first.replica_type} {first.index} (pod {first.pod}{node})",
+        f"  How:        {describe_failure(first)}",
+        f"  When:       {_wire_time(first.at)} ({age(first.at, now)} ago)",
+    ]
+    kept = (first.lines or "").splitlines()
+    if kept:
+        shown = kept[-DESCRIBED_LINES:]
+        more = (
+            f" (the last {len(shown)} of {len(kept)} kept: kubetrain logs {job_name} --replica "
+            f"{first.replica} prints them all)"
+            if len(shown) < len(kept)
+            else ""
+        )
+        lines += [f"  Last Lines:{more}", *(f"    {line}" for line in shown)]
+    else:
+        lines.append("  Last Lines: <none kept>")
+    later = [f for f in failures.latest if not f.same_run(first)]
+    if later or failures.others:
+        rows = [[f.replica, f.node or "", age(f.at, now), describe_failure(f)] for f in later]
+        lines.append("Failed Replicas (each one's latest failure):")
+        if rows:
+            lines += plain_table(["REPLICA", "NODE", "AGE", "HOW"], rows, "  ").splitlines()
+        if failures.others:
+            lines.append(f"  and {failures.others} more replica(s) failed, not kept")
+    return lines
+
+
+def _wire_time(at: datetime) -> str:
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _or_none(value: object) -> str:

@@ -4,6 +4,7 @@ operator's calls with no wildcards, and the operator does a job's whole life as 
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,10 @@ pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parents[3]
 OVERLAY = ROOT / "manifests" / "overlays" / "standalone"
 SERVICE_ACCOUNT = "system:serviceaccount:kubeflow:training-operator"
+WEBHOOK_CONFIGURATION_KINDS = (
+    "mutatingwebhookconfiguration.admissionregistration.k8s.io/",
+    "validatingwebhookconfiguration.admissionregistration.k8s.io/",
+)
 
 
 def kubectl(envtest: EnvtestCluster, *args: str) -> str:
@@ -49,8 +54,16 @@ def kubectl(envtest: EnvtestCluster, *args: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def installed(envtest: EnvtestCluster, job_crds: list[str]) -> str:
-    return kubectl(envtest, "apply", "--server-side", "--force-conflicts", "-k", str(OVERLAY))
+def installed(envtest: EnvtestCluster, job_crds: list[str]) -> Iterator[str]:
+    """The overlay applied; its admission webhooks (JobSet's) removed afterwards: no JobSet controller serves
+    them here, and the API server would refuse every JobSet the later tests' operators create."""
+    applied = kubectl(envtest, "apply", "--server-side", "--force-conflicts", "-k", str(OVERLAY))
+    yield applied
+    webhooks = [
+        line.split()[0] for line in applied.splitlines() if line.startswith(WEBHOOK_CONFIGURATION_KINDS)
+    ]
+    if webhooks:
+        kubectl(envtest, "delete", "--ignore-not-found", *webhooks)
 
 
 def test_the_standalone_overlay_applies_server_side(installed: str, kube_api: KubeApi) -> None:

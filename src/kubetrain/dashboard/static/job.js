@@ -18,6 +18,7 @@ export function showJob(main, id) {
 
   const header = h("div", { class: "job-header" });
   const diagnosis = h("section", { id: "diagnosis", "aria-live": "polite" });
+  const firstFailure = h("section", { id: "first-failure", "aria-labelledby": "first-failure-title", hidden: true });
   const progress = h("section", { id: "progress", "aria-labelledby": "progress-title" });
   const conditions = h("section", { id: "conditions", "aria-labelledby": "conditions-title" });
   const jobs = h("section", { id: "jobset-jobs", "aria-labelledby": "jobset-jobs-title" });
@@ -31,7 +32,7 @@ export function showJob(main, id) {
   const status = h("p", { id: "job-status", class: "muted", role: "status" });
   main.replaceChildren(
     h("p", {}, h("a", { href: "#/" }, "← All jobs")),
-    header, status, diagnosis, progress, conditions, jobs, replicas, tabs.element,
+    header, status, diagnosis, firstFailure, progress, conditions, jobs, replicas, tabs.element,
   );
 
   // --- live state ----------------------------------------------------------------------------
@@ -54,6 +55,7 @@ export function showJob(main, id) {
         loadPods();
         loadEvents();
         loadDiagnosis();
+        loadFailures();
         if (tabs.current() === "describe") loadDescribe();
       }
       main.dataset.ready = "true";
@@ -210,6 +212,36 @@ export function showJob(main, id) {
     } catch (error) {
       diagnosis.replaceChildren(h("p", { class: "error" }, `The diagnosis could not be read: ${error.message}`));
     }
+  }
+
+  // Which replica failed first, kept on the job: still shown once its pods are gone.
+  async function loadFailures() {
+    let kept;
+    try {
+      kept = await api.get(`${path}/failures`);
+    } catch (error) {
+      firstFailure.hidden = false;
+      firstFailure.replaceChildren(h("p", { class: "error" }, `The first failure could not be read: ${error.message}`));
+      return;
+    }
+    firstFailure.hidden = !kept;
+    if (!kept) return;
+    const first = kept.first;
+    const where = `pod ${first.pod}` + (first.node ? ` on node ${first.node}` : "");
+    const children = [
+      h("h2", { id: "first-failure-title" }, "First failure"),
+      h("p", {}, h("strong", {}, first.replica), ` ${first.how} (${where}), `,
+        h("time", { datetime: first.at, title: first.at }, `${age(first.at)} ago`)),
+      first.lines
+        ? h("pre", { class: "code failure-lines", tabindex: "0", "aria-label": `last lines of ${first.replica}` }, first.lines)
+        : h("p", { class: "muted" }, "No last lines were kept."),
+    ];
+    if (kept.latest.length || kept.others) {
+      children.push(table(["Replica", "Node", "Age", "How"],
+        kept.latest.map((f) => [f.replica, f.node || "", age(f.at), f.how]), "failures-table", ""));
+      if (kept.others) children.push(h("p", { class: "muted" }, `and ${kept.others} more replica(s) failed, not kept`));
+    }
+    firstFailure.replaceChildren(...children);
   }
 
   async function loadDescribe() {

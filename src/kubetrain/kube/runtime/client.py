@@ -10,7 +10,9 @@ which lightkube's watch does not give (ecosystem.md §1.2).
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,13 +39,13 @@ DEFAULT_BURST = 400
 """A safety net, not a throttle: API Priority and Fairness (on by default since Kubernetes 1.20, GA in 1.29)
 is what shares the API server between clients. It puts the operator's ServiceAccount in the
 ``service-accounts`` FlowSchema (priority level ``workload-low``), queues its requests there and answers 429
-with Retry-After (which ``ApiSession`` honours) before it can crowd out another client; and the operator
-never has more than ``act.MAX_IN_FLIGHT`` (32) writes in flight, which bounds the seats it can take. A limit
-of 50 (kube-scheduler's) made a 1,000-worker job's 2,002 creations take 38 s where the API server took them
-in 11 s unlimited and 14 s at 200 (``bench/big_job.py``, docs/benchmarks.md): the limit, not the server,
-was the bottleneck. 200 requests/s is about what one API server on this project's 2-core machine takes
-from one client anyway, so it costs a big job little, while a reconcile loop gone wrong is still held to a
-rate that cannot flood etcd or the audit log. 0 turns the limit off."""
+with Retry-After (which ``ApiSession`` honours) before it can crowd out another client. APF bounds the
+requests in progress, not their rate: the client-side limit is what holds a reconcile loop gone wrong to a
+rate fixed in advance on a control plane with seats to spare. 200 a second is about what one API server on
+this project's 2-core machine takes from one client anyway (a 1,000-worker job's 2,002 creations: 14 s at 200,
+11 s unlimited, 38 s at kube-scheduler's 50), and 10 to 40 times the peers' own limits (the training-operator
+v1.9.0: 20 a second per kind; the mpi-operator v0.6.0: 5). docs/operations.md "The client-side request
+limit" has the peers' settings and the reasoning. 0 turns the limit off."""
 REQUEST_TIMEOUT_SECONDS = 10.0
 
 
@@ -143,8 +145,21 @@ def collection_path(resource: type[Resource], namespace: str | None = None) -> s
     return f"{base}/namespaces/{namespace}/{info.plural}" if namespace else f"{base}/{info.plural}"
 
 
+_LIST_HEAD_BYTES = 4096
+_CONTINUE_TOKEN = re.compile(rb'"continue":\s*"([^"\\]+)"')
+
+
+def _discard(request: asyncio.Future[HttpResponse]) -> None:
+    """A read-ahead no one will await: cancelled, or its failure taken so that it is not reported."""
+    if not request.done():
+        request.cancel()
+    elif not request.cancelled():
+        request.exception()
+
+
 class ApiListWatch:
-    """List and watch one kind as raw JSON, narrowed to a namespace (None: all) and selectors."""
+    """List and watch one kind as raw JSON, narrowed to a namespace (None: all) and selectors; with ``kept``,
+    each object decoded straight to what the cache keeps of it (``wire.KeptFields``)."""
 
     def __init__(
         self,
@@ -154,8 +169,12 @@ class ApiListWatch:
         namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        kept: wire.KeptFields[Any] | None = None,
     ) -> None:
         self._http = http
+        self._kept = kept
+        self._ahead: tuple[str, asyncio.Future[HttpResponse]] | None = None
+        """The next page of the list under way, asked for before this one was decoded: its token, request."""
         info = api_info(resource)
         self._kind = str(info.resource.kind)
         self._api_version = str(info.resource.api_version)
@@ -167,19 +186,56 @@ class ApiListWatch:
         }
 
     async def list_page(self, *, limit: int, continue_token: str | None) -> ListPage:
-        params: dict[str, str | int] = {**self._selectors, "limit": limit}
-        if continue_token:
-            params["continue"] = continue_token
-        response = await self._http.get(self.path, params=params)
+        response = await self._page_response(limit, continue_token)
         raise_for_status(response, response.content)
-        body = wire.decode(response.content)
-        for item in body.get("items") or []:
+        self._read_ahead(response.content, limit)
+        page = self._kept.list_page(response.content) if self._kept is not None else None
+        if page is None:
+            body = wire.decode(response.content)
+            metadata = body.get("metadata") or {}
+            items: list[dict[str, Any]] = body.get("items") or []
+            version, continue_token = str(metadata.get("resourceVersion", "")), metadata.get("continue")
+        else:
+            items, version, continue_token = page
+        for item in items:
             # List items come without kind/apiVersion; give them what watch events carry.
             item.setdefault("kind", self._kind)
             item.setdefault("apiVersion", self._api_version)
-        metadata = body.get("metadata") or {}
-        version = str(metadata.get("resourceVersion", ""))
-        return ListPage(body.get("items") or [], version, metadata.get("continue"))
+        if page is None and self._kept is not None:
+            items = [self._kept.fallback(item) for item in items]
+        return ListPage(items, version, continue_token)
+
+    async def _get_page(self, limit: int, continue_token: str | None) -> HttpResponse:
+        params: dict[str, str | int] = {**self._selectors, "limit": limit}
+        if continue_token:
+            params["continue"] = continue_token
+        return await self._http.get(self.path, params=params)
+
+    async def _page_response(self, limit: int, continue_token: str | None) -> HttpResponse:
+        """The page after ``continue_token``: the one asked for ahead when it is that one, else asked now."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            token, request = ahead
+            if continue_token and token == continue_token:
+                return await request
+            _discard(request)
+        return await self._get_page(limit, continue_token)
+
+    def _read_ahead(self, content: bytes, limit: int) -> None:
+        """Ask for the next page now, while this one is decoded and cached.
+
+        A page of 500 pods is a few tens of milliseconds of the API server's work (reading its watch cache,
+        encoding, compressing) on its own cores, and as long again of decoding here; asked for only once a
+        page was decoded, the two took turns, each page waiting for the server (py-spy: a tenth of the
+        start-up with 2,000 finished jobs was the event loop idle). The continue token is in the list's
+        metadata, which the API server writes before its items: read from the first bytes, it needs no
+        decoding. A token not found there (or not the one the page decodes to) only means no read-ahead."""
+        head = content[:_LIST_HEAD_BYTES]
+        items_at = head.find(b'"items"')
+        match = _CONTINUE_TOKEN.search(head, 0, items_at) if items_at > 0 else None
+        if match is not None:
+            token = match.group(1).decode()
+            self._ahead = (token, asyncio.ensure_future(self._get_page(limit, token)))
 
     async def watch(self, *, resource_version: str, timeout_seconds: int) -> AsyncGenerator[WatchEvent, None]:
         params: dict[str, str | int] = {
@@ -189,12 +245,19 @@ class ApiListWatch:
             "resourceVersion": resource_version,
             "timeoutSeconds": timeout_seconds,
         }
+        if self._ahead is not None:  # a list ended or was given up: its read-ahead is of no use
+            _discard(self._ahead[1])
+            self._ahead = None
         # No read timeout: the server ends the stream at timeoutSeconds, and the reflector's inactivity
         # watchdog catches a stream that silently died.
         async with self._http.stream("GET", self.path, params=params, timeout=None) as response:
             if response.status_code >= 400:
                 raise_for_status(response, await response.aread())
             async for line in response.aiter_lines():
-                if line.strip():
-                    event: dict[str, Any] = wire.decode(line)
-                    yield WatchEvent(str(event.get("type")), event.get("object") or {})
+                if not line.strip():
+                    continue
+                if self._kept is not None:
+                    yield WatchEvent(*self._kept.event(line))
+                    continue
+                event: dict[str, Any] = wire.decode(line)
+                yield WatchEvent(str(event.get("type")), event.get("object") or {})

@@ -8,6 +8,7 @@ from typing import Any
 
 from lightkube.core.resource import Resource, api_info
 
+from kubetrain.kube.runtime import wire
 from kubetrain.kube.runtime.client import ApiListWatch
 from kubetrain.kube.runtime.http import HttpApi
 from kubetrain.kube.runtime.reflector import ChangeHandler, Reflector, ReflectorSettings, strip_managed_fields
@@ -16,7 +17,10 @@ from kubetrain.kube.runtime.store import Store
 
 class Informer:
     """Keeps ``store`` current with the objects of ``resource`` in ``namespace`` (None: all) that match
-    ``label_selector``; ``run()`` until cancelled, and read the store once ``has_synced`` is set."""
+    ``label_selector``; ``run()`` until cancelled, and read the store once ``has_synced`` is set.
+
+    Each object is stored as ``transform`` makes it of the API server's JSON, or, with ``kept``, as decoded
+    straight to what is kept (``kept.fallback`` is then the transform of what its schema refuses)."""
 
     def __init__(
         self,
@@ -28,10 +32,13 @@ class Informer:
         indexed_labels: Iterable[str] = (),
         settings: ReflectorSettings | None = None,
         transform: Callable[[dict[str, Any]], dict[str, Any]] = strip_managed_fields,
+        kept: wire.KeptFields[Any] | None = None,
     ) -> None:
         self.kind = str(api_info(resource).resource.kind)
         self.store = Store(indexed_labels=indexed_labels)
-        source = ApiListWatch(http, resource, namespace=namespace, label_selector=label_selector)
+        source = ApiListWatch(http, resource, namespace=namespace, label_selector=label_selector, kept=kept)
+        if kept is not None:
+            transform = _as_decoded
         self.reflector = Reflector(source, self.store, name=self.kind, settings=settings, transform=transform)
 
     @property
@@ -43,6 +50,11 @@ class Informer:
 
     async def run(self) -> None:
         await self.reflector.run()
+
+
+def _as_decoded(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object as its source made it (``ApiListWatch`` with ``kept`` already made it what is kept)."""
+    return obj
 
 
 async def wait_for_sync(informers: Sequence[Informer], timeout: float) -> None:

@@ -76,6 +76,8 @@ class Store:
         self._objects: dict[str, KubeObject] = {}
         self._by_owner: dict[str, set[str]] = {}
         self._by_label: dict[str, dict[str, set[str]]] = {label: {} for label in self._indexed_labels}
+        self._owner_versions: dict[str, int] = {}
+        self._changes = 0
         self.resource_version: str | None = None
         """The resourceVersion the cache is current to (last list or event); None before the first list."""
 
@@ -108,6 +110,12 @@ class Store:
         """Objects whose controller ownerReference points at ``uid``."""
         return [self._objects[key] for key in sorted(self._by_owner.get(uid, ()))]
 
+    def owner_version(self, uid: str) -> int:
+        """A number that changes whenever an object that ``uid`` controls is added, changed or removed: a
+        reader that saw this number before has seen those objects as they are now. 0 while it controls none
+        (an owner's number is forgotten with its last object: no number is ever given twice otherwise)."""
+        return self._owner_versions.get(uid, 0)
+
     def by_label(self, label: str, value: str) -> list[KubeObject]:
         """Objects labelled ``label=value``; ``label`` must be one of the indexed labels."""
         try:
@@ -124,6 +132,7 @@ class Store:
         during a broken watch still hears of them.
         """
         previous = self._objects
+        owners_before = set(self._by_owner)
         self._objects = {}
         self._by_owner = {}
         self._by_label = {label: {} for label in self._indexed_labels}
@@ -138,6 +147,8 @@ class Store:
                 changes.append(ObjectChange(ChangeType.MODIFIED, old, obj))
         gone = [old for key, old in previous.items() if key not in self._objects]
         changes.extend(ObjectChange(ChangeType.DELETED, old, None) for old in gone)
+        for owner in owners_before - set(self._by_owner):  # owners whose objects all went with the re-list
+            self._owner_versions.pop(owner, None)
         self.resource_version = version
         return changes
 
@@ -165,6 +176,7 @@ class Store:
         owner = controller_uid(obj)
         if owner is not None:
             self._by_owner.setdefault(owner, set()).add(key)
+            self._changed(owner)
         labels = (obj.get("metadata") or {}).get("labels") or {}
         for label, index in self._by_label.items():
             value = labels.get(label)
@@ -176,11 +188,19 @@ class Store:
         owner = controller_uid(obj)
         if owner is not None:
             _discard(self._by_owner, owner, key)
+            if owner in self._by_owner:
+                self._changed(owner)
+            else:
+                self._owner_versions.pop(owner, None)
         labels = (obj.get("metadata") or {}).get("labels") or {}
         for label, index in self._by_label.items():
             value = labels.get(label)
             if value is not None:
                 _discard(index, str(value), key)
+
+    def _changed(self, owner: str) -> None:
+        self._changes += 1
+        self._owner_versions[owner] = self._changes
 
 
 def _discard(index: dict[str, set[str]], value: str, key: str) -> None:

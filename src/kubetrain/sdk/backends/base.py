@@ -14,6 +14,7 @@ from kubetrain.api.progress import ProgressHistory
 from kubetrain.api.summary import NodeTally
 from kubetrain.api.trainer import TrainingRuntime, TrainJob
 from kubetrain.engine.diagnosis import Finding
+from kubetrain.engine.failures import FailureRecord
 from kubetrain.sdk.kinds import Job, JobKind
 
 if TYPE_CHECKING:
@@ -185,4 +186,9 @@ class Backend(Protocol):
     def diagnose(self, kind: JobKind, namespace: str, name: str) -> list[Finding]:
         """The failure modes the job shows now (``engine.diagnosis``), computed from its replicas as they are:
         a resolved one is no longer listed."""
+        ...
+
+    def failures(self, kind: JobKind, namespace: str, name: str) -> FailureRecord | None:
+        """Which of the job's replicas failed first and how, and each failed replica's latest failure
+        (``engine.failures``), as kept on the job (after its pods are gone too); None while none failed."""
         ...

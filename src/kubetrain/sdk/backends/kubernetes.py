@@ -27,9 +27,11 @@ from kubetrain.api.progress import ProgressHistory
 from kubetrain.api.summary import is_trainjob
 from kubetrain.api.trainer import TrainingRuntime, TrainJob
 from kubetrain.engine.diagnosis import Finding
+from kubetrain.engine.failures import FailureRecord
 from kubetrain.engine.types import Observation
 from kubetrain.frameworks.jobset_run import JOBSET_NAME_LABEL
 from kubetrain.frameworks.labels import JOB_NAME_LABEL
+from kubetrain.kube.failure_config_map import failure_config_map_name, read_record
 from kubetrain.kube.status.history_config_map import history_config_map_name, read_history
 from kubetrain.sdk.backends.base import JobEvent, LogLine
 from kubetrain.sdk.errors import (
@@ -556,6 +558,20 @@ class KubernetesBackend:
         except JobNotFoundError:
             return ProgressHistory()
         return read_history(found.to_dict(), str(job.metadata.uid or ""))
+
+    def failures(self, kind: JobKind, namespace: str, name: str) -> FailureRecord | None:
+        """What the operator keeps of the job's failures in ``<job>-failure``, owned by the job: None while no
+        replica failed (or for a TrainJob, whose failures are not kept); JobNotFoundError when there is no
+        job."""
+        job = self.get(kind, namespace, name)
+        try:
+            found = self._call(
+                f"Failed to read the failures of {kind} {namespace}/{name}",
+                lambda: self.client.get(ConfigMap, failure_config_map_name(name), namespace=namespace),
+            )
+        except JobNotFoundError:
+            return None
+        return read_record(found.to_dict(), str(job.metadata.uid or ""))
 
     def diagnose(self, kind: JobKind, namespace: str, name: str) -> list[Finding]:
         """As the operator diagnoses the job: its pods observed as the operator observes them, the previous

@@ -25,6 +25,7 @@ from kubetrain.api.progress import ProgressHistory
 from kubetrain.api.summary import is_trainjob, read_time
 from kubetrain.api.trainer import TrainingRuntime, TrainJob
 from kubetrain.engine.diagnosis import Finding
+from kubetrain.engine.failures import FailureRecord
 from kubetrain.frameworks.registry import framework_for
 from kubetrain.local.runtime import Runtime
 from kubetrain.local.state import ReplicaRecord, RunDirectory, RunRecord, default_state_dir, list_runs
@@ -379,6 +380,12 @@ class LocalBackend:
             )
             for f in record.shown_findings()
         ]
+
+    def failures(self, kind: JobKind, namespace: str, name: str) -> FailureRecord | None:
+        """What the runner kept of the run's failures in its record (``engine.failures``)."""
+        self.get(kind, namespace, name)
+        record = RunDirectory(self.state_dir, name).read()
+        return FailureRecord.from_json(record.failures) if record is not None else None
 
 
 def _merge(target: Any, patch: Any) -> Any:

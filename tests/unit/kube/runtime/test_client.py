@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
+from typing import Any
 
 import httpx2
+import msgspec
 import pytest
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.core_v1 import Pod
@@ -14,6 +16,7 @@ from lightkube.resources.core_v1 import Pod
 from kubetrain.kube.runtime.client import ApiListWatch, ApiStatusError, collection_path
 from kubetrain.kube.runtime.http import TokenBucket
 from kubetrain.kube.runtime.reflector import ResourceExpiredError
+from kubetrain.kube.runtime.wire import KeptFields
 
 from .fakes import FakeClock, settle
 
@@ -163,3 +166,118 @@ async def test_a_plain_forbidden_answer_is_not_a_terminating_namespace() -> None
     with pytest.raises(ApiStatusError) as caught:
         await source.list_page(limit=10, continue_token=None)
     assert not caught.value.namespace_terminating
+
+
+class Named(msgspec.Struct):
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+def as_named(obj: dict[str, Any]) -> dict[str, Any]:
+    return {"metadata": {"name": obj["metadata"]["name"]}, "kind": obj["kind"], "general": True}
+
+
+NAMED = KeptFields(Named, lambda item: {"metadata": {"name": item.metadata["name"]}}, as_named)
+
+
+class Strict(msgspec.Struct, forbid_unknown_fields=True):
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+async def test_with_kept_fields_a_list_holds_what_is_kept_with_kind_and_api_version() -> None:
+    body = {"metadata": {"resourceVersion": "7"}, "items": [{"metadata": {"name": "a", "uid": "u"}}]}
+    source = ApiListWatch(mock_client(lambda _: httpx2.Response(200, json=body)), Pod, kept=NAMED)
+    page = await source.list_page(limit=10, continue_token=None)
+    assert page.items == [{"metadata": {"name": "a"}, "kind": "Pod", "apiVersion": "v1"}]
+
+
+async def test_with_kept_fields_a_page_the_schema_refuses_is_kept_through_the_fallback() -> None:
+    body = {"metadata": {"resourceVersion": "7"}, "items": [{"metadata": {"name": "a"}, "spec": 5}]}
+    named = KeptFields(Strict, lambda item: {"metadata": item.metadata}, as_named)
+    source = ApiListWatch(mock_client(lambda _: httpx2.Response(200, json=body)), Pod, kept=named)
+    page = await source.list_page(limit=10, continue_token=None)
+    assert page.items == [{"metadata": {"name": "a"}, "kind": "Pod", "general": True}]
+
+
+async def test_with_kept_fields_watch_events_carry_what_is_kept() -> None:
+    lines = [
+        {"type": "ADDED", "object": {"kind": "Pod", "metadata": {"name": "a", "resourceVersion": "43"}}},
+        {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "50"}}},
+    ]
+    content = "\n".join(json.dumps(line) for line in lines).encode()
+    source = ApiListWatch(mock_client(lambda _: httpx2.Response(200, content=content)), Pod, kept=NAMED)
+    events = [event async for event in source.watch(resource_version="42", timeout_seconds=300)]
+    assert [(e.type, e.object) for e in events] == [
+        ("ADDED", {"metadata": {"name": "a"}}),
+        ("BOOKMARK", {"metadata": {"resourceVersion": "50"}}),
+    ]
+
+
+def paged(
+    pages: dict[str | None, tuple[list[str], str | None]], seen: list[str | None]
+) -> httpx2.AsyncClient:
+    """An API serving a list in pages: continue token -> (names, next token); records each token asked for."""
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        token = request.url.params.get("continue")
+        seen.append(token)
+        if token == "gone":
+            return status(410, "Expired", "the continue token expired")
+        names, following = pages[token]
+        metadata: dict[str, Any] = {"resourceVersion": "7"}
+        if following:
+            metadata["continue"] = following
+        body = {"kind": "PodList", "metadata": metadata, "items": [{"metadata": {"name": n}} for n in names]}
+        return httpx2.Response(200, json=body)
+
+    return mock_client(handler)
+
+
+async def test_the_next_page_is_asked_for_before_this_one_is_returned() -> None:
+    seen: list[str | None] = []
+    source = ApiListWatch(paged({None: (["a"], "p2"), "p2": (["b"], None)}, seen), Pod)
+    first = await source.list_page(limit=1, continue_token=None)
+    await asyncio.sleep(0)  # the read-ahead's request is sent
+    assert seen == [None, "p2"]
+    second = await source.list_page(limit=1, continue_token=first.continue_token)
+    assert [item["metadata"]["name"] for item in [*first.items, *second.items]] == ["a", "b"]
+    assert seen == [None, "p2"], "the page read ahead is the one used, not asked for again"
+
+
+async def test_a_page_other_than_the_one_read_ahead_is_asked_for_afresh() -> None:
+    seen: list[str | None] = []
+    source = ApiListWatch(paged({None: (["a"], "p2"), "p2": (["b"], None)}, seen), Pod)
+    await source.list_page(limit=1, continue_token=None)
+    again = await source.list_page(limit=1, continue_token=None)  # a new list, as after a 410
+    assert [item["metadata"]["name"] for item in again.items] == ["a"]
+    assert seen.count(None) == 2
+
+
+async def test_a_read_ahead_page_that_failed_fails_when_it_is_asked_for() -> None:
+    seen: list[str | None] = []
+    source = ApiListWatch(paged({None: (["a"], "gone")}, seen), Pod)
+    first = await source.list_page(limit=1, continue_token=None)
+    with pytest.raises(ResourceExpiredError):
+        await source.list_page(limit=1, continue_token=first.continue_token)
+
+
+async def test_a_watch_drops_a_read_ahead_left_by_a_list_given_up() -> None:
+    seen: list[str | None] = []
+    pages = {None: (["a"], "p2"), "p2": (["b"], None)}
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        if request.url.params.get("watch") == "true":
+            return httpx2.Response(200, content=b"")
+        token = request.url.params.get("continue")
+        seen.append(token)
+        names, following = pages[token]
+        metadata = {"resourceVersion": "7", **({"continue": following} if following else {})}
+        return httpx2.Response(
+            200, json={"metadata": metadata, "items": [{"metadata": {"name": n}} for n in names]}
+        )
+
+    source = ApiListWatch(mock_client(handler), Pod)
+    await source.list_page(limit=1, continue_token=None)
+    await asyncio.sleep(0)  # the read-ahead's request is sent and answered
+    assert [event async for event in source.watch(resource_version="7", timeout_seconds=60)] == []
+    await source.list_page(limit=1, continue_token="p2")
+    assert seen == [None, "p2", "p2"], "the page read ahead before the watch was not kept for later"

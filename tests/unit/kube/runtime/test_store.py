@@ -153,3 +153,35 @@ def test_the_controller_reference_names_the_owning_object() -> None:
 def test_an_object_without_a_controller_has_no_controller_reference() -> None:
     assert controller_reference(pod("a", owner="job-1", controller=False)) is None
     assert controller_reference(pod("b")) is None
+
+
+def test_an_owners_version_changes_with_each_of_its_objects_added_changed_or_removed() -> None:
+    store = Store()
+    seen = [store.owner_version("job-a")]
+    store.apply(ChangeType.ADDED, pod("a-0", owner="job-a"))
+    seen.append(store.owner_version("job-a"))
+    store.apply(ChangeType.MODIFIED, pod("a-0", owner="job-a", version="2"))
+    seen.append(store.owner_version("job-a"))
+    store.apply(ChangeType.ADDED, pod("a-1", owner="job-a"))
+    seen.append(store.owner_version("job-a"))
+    store.apply(ChangeType.DELETED, pod("a-1", owner="job-a"))
+    seen.append(store.owner_version("job-a"))
+    assert len(set(seen)) == len(seen)
+
+
+def test_an_owners_version_stays_while_only_other_owners_objects_change() -> None:
+    store = Store()
+    store.apply(ChangeType.ADDED, pod("a-0", owner="job-a"))
+    before = store.owner_version("job-a")
+    store.apply(ChangeType.ADDED, pod("b-0", owner="job-b"))
+    store.apply(ChangeType.MODIFIED, pod("a-0", owner="job-a"))  # the version the cache already has
+    assert store.owner_version("job-a") == before
+
+
+def test_a_relist_changes_the_version_of_every_owner_it_touches() -> None:
+    store = Store()
+    store.replace([pod("a-0", owner="job-a"), pod("b-0", owner="job-b")], "5")
+    a, b = store.owner_version("job-a"), store.owner_version("job-b")
+    store.replace([pod("a-0", owner="job-a", version="2")], "6")
+    assert store.owner_version("job-a") != a
+    assert store.owner_version("job-b") == 0 != b, "an owner left with nothing reads as never seen"

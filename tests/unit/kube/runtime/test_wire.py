@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Any
 
+import msgspec
 import pytest
 
 from kubetrain.kube.runtime import wire
@@ -35,3 +37,52 @@ def test_a_number_beyond_a_doubles_range_is_decoded_rather_than_refused() -> Non
 def test_what_is_not_json_is_a_value_error() -> None:
     with pytest.raises(ValueError, match="property name"):
         wire.decode(b"{not json")
+
+
+class Named(msgspec.Struct, forbid_unknown_fields=True):
+    """A schema that keeps an object's name and skips its spec unread."""
+
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+    spec: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
+
+
+def name_only(obj: dict[str, Any]) -> dict[str, Any]:
+    return {"metadata": {"name": obj.get("metadata", {}).get("name")}, "fallback": True}
+
+
+NAMED = wire.KeptFields(Named, lambda item: {"metadata": {"name": item.metadata.get("name")}}, name_only)
+
+
+def test_a_list_page_is_decoded_to_what_is_kept_with_its_version_and_continue_token() -> None:
+    page = (
+        b'{"metadata": {"resourceVersion": "7", "continue": "next"}, "items": [{"metadata": {"name": "a"}, '
+    )
+    page += b'"spec": {"big": [1, 2, 3]}}]}'
+    assert NAMED.list_page(page) == ([{"metadata": {"name": "a"}}], "7", "next")
+
+
+def test_a_list_page_the_schema_refuses_is_left_to_the_general_way() -> None:
+    page = b'{"metadata": {"resourceVersion": "7"}, "items": [{"metadata": {"name": "a"}, "other": 1}]}'
+    assert NAMED.list_page(page) is None
+
+
+def test_an_event_object_is_decoded_to_what_is_kept() -> None:
+    line = '{"type": "MODIFIED", "object": {"metadata": {"name": "a"}, "spec": {"big": true}}}'
+    assert NAMED.event(line) == ("MODIFIED", {"metadata": {"name": "a"}})
+
+
+def test_an_event_object_the_schema_refuses_goes_through_the_fallback() -> None:
+    line = '{"type": "ADDED", "object": {"metadata": {"name": "a"}, "other": 1}}'
+    assert NAMED.event(line) == ("ADDED", {"metadata": {"name": "a"}, "fallback": True})
+
+
+def test_bookmarks_and_errors_are_decoded_whole() -> None:
+    bookmark = '{"type": "BOOKMARK", "object": {"kind": "Pod", "metadata": {"resourceVersion": "9"}}}'
+    error = '{"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "too old"}}'
+    assert NAMED.event(bookmark) == ("BOOKMARK", {"kind": "Pod", "metadata": {"resourceVersion": "9"}})
+    assert NAMED.event(error) == ("ERROR", {"kind": "Status", "code": 410, "message": "too old"})
+
+
+def test_an_event_that_is_not_json_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="property name"):
+        NAMED.event("{not json")

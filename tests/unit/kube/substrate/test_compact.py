@@ -9,7 +9,14 @@ from typing import Any
 from kubetrain.api.manifest import parse_job
 from kubetrain.frameworks.labels import OPERATOR_NAME_LABEL
 from kubetrain.frameworks.registry import framework_for
-from kubetrain.kube.compact import compact_batch_job, compact_object, compact_pod, compact_service
+from kubetrain.kube.compact import (
+    POD_KEPT,
+    SERVICE_KEPT,
+    compact_batch_job,
+    compact_object,
+    compact_pod,
+    compact_service,
+)
 from kubetrain.kube.observe import observe
 from kubetrain.kube.plan import kubernetes_plan
 
@@ -210,3 +217,82 @@ def test_any_other_batch_job_is_cached_as_its_identity_only() -> None:
             for key in ("name", "namespace", "uid", "resourceVersion", "ownerReferences")
         },
     }
+
+
+def page_of(items: list[dict[str, Any]]) -> bytes:
+    """A list page as the API server sends it: items without kind or apiVersion."""
+    bare = [{k: v for k, v in item.items() if k not in ("kind", "apiVersion")} for item in items]
+    return json.dumps({"metadata": {"resourceVersion": "9", "continue": "next"}, "items": bare}).encode()
+
+
+def listed(item: dict[str, Any], kind: str) -> dict[str, Any]:
+    """``item`` as the list path hands it to the general compaction: decoded, kind and apiVersion given."""
+    return {"kind": kind, "apiVersion": "v1", **json.loads(json.dumps(item))}
+
+
+def test_a_pod_decoded_from_the_wire_is_kept_exactly_as_compact_pod_keeps_it() -> None:
+    pods, _ = children()
+    for status in STATUSES:
+        whole = [served(p, status) for p in pods]
+        decoded = POD_KEPT.list_page(page_of(whole))
+        assert decoded is not None
+        items, version, continue_token = decoded
+        for item in items:
+            item.setdefault("kind", "Pod")
+            item.setdefault("apiVersion", "v1")
+        assert items == [compact_pod(listed(p, "Pod")) for p in whole]
+        assert (version, continue_token) == ("9", "next")
+
+
+def test_a_service_decoded_from_the_wire_is_kept_exactly_as_compact_service_keeps_it() -> None:
+    _, services = children()
+    whole = [served(s) for s in services]
+    decoded = SERVICE_KEPT.list_page(page_of(whole))
+    assert decoded is not None
+    items = [{"kind": "Service", "apiVersion": "v1", **item} for item in decoded[0]]
+    assert items == [compact_service(listed(s, "Service")) for s in whole]
+
+
+def test_a_pod_decoded_from_a_watch_event_is_kept_exactly_as_compact_pod_keeps_it() -> None:
+    pod = served(children()[0][0], STATUSES[2])
+    line = json.dumps({"type": "MODIFIED", "object": pod})
+    assert POD_KEPT.event(line) == ("MODIFIED", compact_pod(copy.deepcopy(pod)))
+
+
+def test_pods_decoded_from_the_wire_share_their_keys_and_short_values() -> None:
+    decoded = POD_KEPT.list_page(page_of([served(p, STATUSES[1]) for p in children()[0][:2]]))
+    assert decoded is not None
+    first, second = decoded[0]
+    first_key = next(k for k in first["status"] if k == "containerStatuses")
+    assert first_key is next(k for k in second["status"] if k == "containerStatuses")
+    assert first["status"]["phase"] is second["status"]["phase"]
+    assert first["metadata"]["namespace"] is second["metadata"]["namespace"]
+
+
+def test_a_null_field_stays_null_and_an_absent_one_absent() -> None:
+    pod = served(children()[0][0], STATUSES[0])
+    pod["metadata"]["annotations"] = None
+    pod["spec"]["containers"] = None
+    pod["spec"].pop("nodeName", None)
+    _, kept = POD_KEPT.event(json.dumps({"type": "ADDED", "object": pod}))
+    assert kept == compact_pod(copy.deepcopy(pod))
+    assert kept["metadata"]["annotations"] is None
+    assert "nodeName" not in kept["spec"]
+
+
+def test_a_metadata_field_the_schema_does_not_know_is_kept_by_the_general_way() -> None:
+    pod = served(children()[0][0], STATUSES[0])
+    pod["metadata"]["futureField"] = {"set": True}
+    decoded = POD_KEPT.list_page(page_of([pod]))
+    assert decoded is None  # the caller decodes the page whole and applies POD_KEPT.fallback
+    _, kept = POD_KEPT.event(json.dumps({"type": "ADDED", "object": pod}))
+    assert kept["metadata"]["futureField"] == {"set": True}
+    assert kept == compact_pod(copy.deepcopy(pod))
+
+
+def test_a_container_that_is_not_an_object_is_kept_as_compact_pod_keeps_it() -> None:
+    pod = served(children()[0][0], STATUSES[0])
+    pod["spec"]["containers"] = ["not-a-container"]
+    _, kept = POD_KEPT.event(json.dumps({"type": "ADDED", "object": pod}))
+    assert kept["spec"]["containers"] == ["not-a-container"]
+    assert kept == compact_pod(copy.deepcopy(pod))

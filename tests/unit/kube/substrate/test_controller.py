@@ -8,12 +8,14 @@ import httpx2
 import pytest
 
 from builders import job
+from kubetrain.api.manifest import parse_job
 from kubetrain.engine.types import Traits
 from kubetrain.frameworks.registry import framework_for
 from kubetrain.kube.act import Actor
 from kubetrain.kube.controller import ChildStores, JobController, ReconcileError
 from kubetrain.kube.events import EventRecorder
 from kubetrain.kube.metrics import OperatorMetrics
+from kubetrain.kube.plan import kubernetes_plan
 from kubetrain.kube.render import RenderSettings
 from kubetrain.kube.runtime.expectations import Expectations, expectation_key
 from kubetrain.kube.runtime.store import ChangeType, ObjectChange, Store
@@ -169,3 +171,37 @@ def test_a_jobs_first_report_requeues_it_to_arm_the_progress_deadline() -> None:
     old = {**STORED, "metadata": {**STORED["metadata"], "resourceVersion": "8"}}
     jobs.on_job_change(ObjectChange(ChangeType.MODIFIED, old, _with_report(STORED, "9", 1)))
     assert len(jobs.queue) == 1
+
+
+async def test_a_framework_with_config_files_gets_its_running_workers_hosts() -> None:
+    """MPIJob v1's discover_hosts.sh names each running worker: the controller hands the actor their hosts."""
+    mpijob = job("MPIJob", {"Launcher": 1, "Worker": 2}, name="m")
+    stored = {
+        **mpijob.to_wire(),
+        "metadata": {"name": "m", "namespace": "default", "uid": "u2", "resourceVersion": "7"},
+    }
+    api = FakeApi()
+    http = httpx2.AsyncClient(transport=httpx2.MockTransport(api.handle), base_url="https://api")
+    metrics, expectations = OperatorMetrics(), Expectations()
+    actor = Actor(http, expectations, EventRecorder(http), metrics, RenderSettings())
+    jobs, pods = Store(), Store()
+    jobs.apply(ChangeType.ADDED, stored)
+    for obj in kubernetes_plan(parse_job(stored)):
+        if obj["kind"] == "Pod":
+            name = obj["metadata"]["name"]
+            obj["metadata"].update(uid=f"uid-{name}", resourceVersion="8")
+            obj["status"] = {"phase": "Running" if name == "m-worker-1" else "Pending"}
+            pods.apply(ChangeType.ADDED, obj)
+    children = ChildStores(pods=pods, services=Store(), pod_groups=None)
+    mpi = JobController(
+        framework_for(mpijob), jobs, children, actor, expectations, metrics, Traits(colocated=False)
+    )
+
+    await mpi.reconcile("default/m")
+
+    scripts = [
+        body["data"]["discover_hosts.sh"]
+        for method, path, body in api.requests
+        if method in ("POST", "PUT") and path.endswith("/configmaps/m-config")
+    ]
+    assert scripts == ["#!/bin/sh\necho m-worker-1:1"]

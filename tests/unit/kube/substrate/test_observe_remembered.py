@@ -1,4 +1,4 @@
-"""A big job's pods' observations kept between its reconciles (PodObservations): the same answers as
+"""A big job's pods' observations kept between its reconciles (ChildObservations): the same answers as
 observing afresh, and only the pods that changed observed again."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from builders import job
 from kubetrain.engine.types import Phase
 from kubetrain.frameworks.registry import framework_for
 from kubetrain.kube import observe as observing
-from kubetrain.kube.observe import PodObservations, observe
+from kubetrain.kube.observe import ChildObservations, observe
 
 PYTORCH = job("PyTorchJob", {"Master": 1, "Worker": 2})
 FRAMEWORK = framework_for(PYTORCH)
@@ -52,7 +52,7 @@ def observed_pods(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def test_remembered_observations_are_those_of_observing_afresh() -> None:
-    remembered = PodObservations()
+    remembered = ChildObservations()
     observe(PYTORCH, FRAMEWORK, PODS, None, remembered=remembered)
     assert observe(PYTORCH, FRAMEWORK, PODS, None, remembered=remembered) == observe(
         PYTORCH, FRAMEWORK, PODS, None
@@ -60,7 +60,7 @@ def test_remembered_observations_are_those_of_observing_afresh() -> None:
 
 
 def test_only_a_pod_at_a_new_resource_version_is_observed_again(observed_pods: list[str]) -> None:
-    remembered = PodObservations()
+    remembered = ChildObservations()
     observe(PYTORCH, FRAMEWORK, PODS, None, remembered=remembered)
     failed = pod("worker", 1, "2", phase="Failed")
     observed_pods.clear()
@@ -72,7 +72,7 @@ def test_only_a_pod_at_a_new_resource_version_is_observed_again(observed_pods: l
 
 
 def test_a_change_of_the_jobs_spec_observes_every_pod_again(observed_pods: list[str]) -> None:
-    remembered = PodObservations()
+    remembered = ChildObservations()
     observe(PYTORCH, FRAMEWORK, PODS, None, remembered=remembered)
     edited = PYTORCH.model_copy(deep=True)
     edited.metadata.generation = (PYTORCH.metadata.generation or 0) + 1
@@ -84,7 +84,7 @@ def test_a_change_of_the_jobs_spec_observes_every_pod_again(observed_pods: list[
 
 
 def test_a_deleted_pods_observation_is_not_kept(observed_pods: list[str]) -> None:
-    remembered = PodObservations()
+    remembered = ChildObservations()
     observe(PYTORCH, FRAMEWORK, PODS, None, remembered=remembered)
     observe(PYTORCH, FRAMEWORK, PODS[:2], None, remembered=remembered)
     observed_pods.clear()
@@ -94,3 +94,81 @@ def test_a_deleted_pods_observation_is_not_kept(observed_pods: list[str]) -> Non
     assert observed_pods == ["j-worker-1"], (
         "observed again: its answer went with the reconcile that missed it"
     )
+
+
+def service(replica_type: str, index: int, version: str) -> dict[str, Any]:
+    return {
+        "metadata": {**pod(replica_type, index, version)["metadata"], "uid": f"svc-{replica_type}-{index}"}
+    }
+
+
+SERVICES = [service("master", 0, "1"), service("worker", 0, "1"), service("worker", 1, "1")]
+
+
+@pytest.fixture
+def identified(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the children ``replica_identity`` is asked about, in order."""
+    asked: list[str] = []
+    original = observing.replica_identity
+
+    def counting(obj: Any, *args: Any) -> Any:
+        asked.append(obj["metadata"]["name"])
+        return original(obj, *args)
+
+    monkeypatch.setattr(observing, "replica_identity", counting)
+    return asked
+
+
+def test_remembered_service_identities_are_those_of_reading_them_afresh() -> None:
+    remembered = ChildObservations()
+    observe(PYTORCH, FRAMEWORK, [], SERVICES, remembered=remembered)
+    again = observe(PYTORCH, FRAMEWORK, [], SERVICES, remembered=remembered)
+    assert again.services == observe(PYTORCH, FRAMEWORK, [], SERVICES).services
+    assert again.services == frozenset({("Master", 0), ("Worker", 0), ("Worker", 1)})
+
+
+def test_only_a_service_at_a_new_resource_version_is_read_again(identified: list[str]) -> None:
+    remembered = ChildObservations()
+    observe(PYTORCH, FRAMEWORK, [], SERVICES, remembered=remembered)
+    relabelled = service("worker", 2, "2")
+    relabelled["metadata"]["uid"] = SERVICES[2]["metadata"]["uid"]
+    identified.clear()
+
+    observation = observe(PYTORCH, FRAMEWORK, [], [*SERVICES[:2], relabelled], remembered=remembered)
+
+    assert identified == ["j-worker-2"]
+    assert observation.services == frozenset({("Master", 0), ("Worker", 0), ("Worker", 2)})
+
+
+def test_a_change_of_the_jobs_spec_reads_every_service_again(identified: list[str]) -> None:
+    remembered = ChildObservations()
+    observe(PYTORCH, FRAMEWORK, [], SERVICES, remembered=remembered)
+    edited = PYTORCH.model_copy(deep=True)
+    edited.metadata.generation = (PYTORCH.metadata.generation or 0) + 1
+    identified.clear()
+
+    observe(edited, FRAMEWORK, [], SERVICES, remembered=remembered)
+
+    assert identified == ["j-master-0", "j-worker-0", "j-worker-1"]
+
+
+def test_services_at_the_version_last_read_are_not_read_again(identified: list[str]) -> None:
+    remembered = ChildObservations()
+    first = observe(PYTORCH, FRAMEWORK, [], SERVICES, remembered=remembered, services_version=3)
+    identified.clear()
+
+    again = observe(PYTORCH, FRAMEWORK, [], SERVICES, remembered=remembered, services_version=3)
+
+    assert identified == []
+    assert again.services == first.services
+
+
+def test_services_at_another_version_are_read_again(identified: list[str]) -> None:
+    remembered = ChildObservations()
+    observe(PYTORCH, FRAMEWORK, [], SERVICES, remembered=remembered, services_version=3)
+    identified.clear()
+
+    observation = observe(PYTORCH, FRAMEWORK, [], SERVICES[:2], remembered=remembered, services_version=4)
+
+    assert identified == [], "each service left was remembered by its resourceVersion"
+    assert observation.services == frozenset({("Master", 0), ("Worker", 0)})
