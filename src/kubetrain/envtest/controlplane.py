@@ -50,7 +50,8 @@ class EnvtestError(RuntimeError):
 def default_run_dir() -> Path:
     override = os.environ.get(RUN_DIR_ENV)
     if override:
-        return Path(override)
+        # Absolute: the processes started there (the JobSet controller...) run with it as their directory.
+        return Path(override).absolute()
     state_home = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(state_home) / "kubetrain" / "envtest"
 

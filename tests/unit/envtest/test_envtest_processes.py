@@ -6,7 +6,9 @@ import json
 import sys
 from pathlib import Path
 
-from kubetrain.envtest import processes
+import pytest
+
+from kubetrain.envtest import controlplane, processes
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
 
@@ -79,3 +81,12 @@ def test_a_process_started_without_a_recorded_command_can_still_be_started_again
         assert second.pid != first.pid
     finally:
         processes.terminate(tmp_path, "sleeper")
+
+
+def test_a_relative_run_directory_from_the_environment_is_taken_from_where_the_tests_start(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The processes started there run with it as their directory, where a relative path means something else.
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(controlplane.RUN_DIR_ENV, ".state/envtest-mine")
+    assert controlplane.default_run_dir() == tmp_path / ".state" / "envtest-mine"
