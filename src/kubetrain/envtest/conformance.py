@@ -332,10 +332,20 @@ RUNTIME_SNAPSHOT_SUFFIX = "-runtime-snapshot"
 as YAML under ``runtime``."""
 
 
+GO_ZERO_STRUCTS = frozenset({"metadata", "resources", "status"})
+"""Fields Go writes as ``{}`` when their struct is zero (no ``omitempty`` on a struct value): a template's
+``metadata``, a container's ``resources``, a claim template's ``status``. Read back, ``{}`` there is the same
+as the field left out, which is how a runtime stored by the API server has them."""
+QUANTITY_MAPS = frozenset({"requests", "limits", "overhead"})
+"""Maps of quantities: Go writes each as a string (``"2"``), YAML as stored may hold a number (``2``)."""
+
+
 def runtime_snapshot_view(data: Mapping[str, Json]) -> dict[str, Json]:
-    """A runtime snapshot's data with its YAML read: the runtime compared field by field, less what the API
-    server set on it (its uid, resourceVersion, managedFields... differ on every install). What either
-    side reads back from it is the parsed runtime, so the text's layout is not compared."""
+    """A runtime snapshot's data with its YAML read: the runtime compared field by field as either operator
+    reads it back, less what the API server set on it (its uid, resourceVersion, managedFields... differ on
+    every install). Trainer writes it from its Go types, kubetrain as the API server stored the runtime: a
+    zero struct's ``{}`` and a quantity written as a number or a string read back the same, and so does the
+    text's layout, so none of them is compared."""
     import yaml
 
     view: dict[str, Json] = dict(data)
@@ -347,8 +357,20 @@ def runtime_snapshot_view(data: Mapping[str, Json]) -> dict[str, Json]:
             return view  # compared as the text it is
         if isinstance(runtime, dict):
             runtime = {**runtime, "metadata": _without(runtime.get("metadata") or {}, DROPPED_METADATA)}
-        view["runtime"] = runtime
+        view["runtime"] = _as_read_back(runtime)
     return view
+
+
+def _as_read_back(value: Json, key: str = "") -> Json:
+    if isinstance(value, dict):
+        if key in QUANTITY_MAPS:
+            return {
+                k: str(v) if isinstance(v, int) and not isinstance(v, bool) else v for k, v in value.items()
+            }
+        return {k: _as_read_back(v, k) for k, v in value.items() if not (k in GO_ZERO_STRUCTS and v == {})}
+    if isinstance(value, list):
+        return [_as_read_back(item) for item in value]
+    return value
 
 
 def _time(value: Json) -> Json:

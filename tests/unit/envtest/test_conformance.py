@@ -266,3 +266,34 @@ def test_comparisons_add_up() -> None:
     total.add(compare("a", {"o": {"x": 1}}, {"o": {"x": 2}}))
     total.add(compare("b", {"o": {"x": 1}}, {"o": {"x": 1}}))
     assert (total.objects, total.fields, len(total.differences)) == (2, 2, 1)
+
+
+def test_a_runtime_snapshot_compares_go_zero_structs_and_quantities_as_they_read_back() -> None:
+    # Trainer writes its runtime from Go types; kubetrain writes it as the API server stored it.
+    from_go = (
+        "kind: ClusterTrainingRuntime\nmetadata: {name: tune}\nspec:\n  template:\n    metadata: {}\n"
+        "    spec:\n      replicatedJobs:\n      - template:\n          spec:\n            template:\n"
+        "              metadata: {}\n              spec:\n                containers:\n"
+        "                - {name: node, resources: {limits: {nvidia.com/gpu: '2'}}}\n"
+        "                - {name: other, resources: {}}\n"
+        "      volumeClaimPolicies:\n      - templates:\n        - {metadata: {name: initializer}, status: {}}\n"
+    )
+    as_stored = (
+        "kind: ClusterTrainingRuntime\nmetadata: {name: tune}\nspec:\n  template:\n"
+        "    spec:\n      replicatedJobs:\n      - template:\n          spec:\n            template:\n"
+        "              spec:\n                containers:\n"
+        "                - {name: node, resources: {limits: {nvidia.com/gpu: 2}}}\n"
+        "                - {name: other}\n"
+        "      volumeClaimPolicies:\n      - templates:\n        - {metadata: {name: initializer}}\n"
+    )
+    one = Snapshot.of(None, [_snapshot_configmap(from_go)], [], []).objects
+    other = Snapshot.of(None, [_snapshot_configmap(as_stored)], [], []).objects
+    assert one == other
+
+
+def test_a_runtime_snapshot_still_tells_an_empty_volume_source_from_none() -> None:
+    with_source = "kind: X\nmetadata: {name: r}\nspec: {volumes: [{name: v, emptyDir: {}}]}\n"
+    without = "kind: X\nmetadata: {name: r}\nspec: {volumes: [{name: v}]}\n"
+    one = Snapshot.of(None, [_snapshot_configmap(with_source)], [], []).objects
+    other = Snapshot.of(None, [_snapshot_configmap(without)], [], []).objects
+    assert one != other
