@@ -276,7 +276,8 @@ def test_a_runtime_snapshot_compares_go_zero_structs_and_quantities_as_they_read
         "              metadata: {}\n              spec:\n                containers:\n"
         "                - {name: node, resources: {limits: {nvidia.com/gpu: '2'}}}\n"
         "                - {name: other, resources: {}}\n"
-        "      volumeClaimPolicies:\n      - templates:\n        - {metadata: {name: initializer}, status: {}}\n"
+        "      volumeClaimPolicies:\n      - templates:\n"
+        "        - {metadata: {name: initializer}, status: {}}\n"
     )
     as_stored = (
         "kind: ClusterTrainingRuntime\nmetadata: {name: tune}\nspec:\n  template:\n"
