@@ -95,7 +95,9 @@ def trainer_phase(cluster: Cluster) -> Phase:
 
 def kubetrain_phase(cluster: Cluster, endpoint: bool = False) -> Phase:
     crds = tuple(sorted(KUBETRAIN_CRDS.glob("trainer.kubeflow.org_*.yaml")))
-    side = "kubetrain+endpoint" if endpoint else "kubetrain"
+    # Sides of their own: outcomes are kept per side and case name for the session, and a v1 module's
+    # kubetrain ran cases of the same names (``mpi-succeeds``) under another configuration.
+    side = "kubetrain-trainjobs+endpoint" if endpoint else "kubetrain-trainjobs"
     return Phase(side, (*crds, *gang_crds()), kubetrain_with_its_runtimes(cluster, endpoint))
 
 
