@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -59,6 +59,13 @@ JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
 
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 """What a TrainJob's pods are found by: its JobSet has the TrainJob's name."""
+REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+"""A TrainJob's pod's replicated job (``node``, ``launcher``, ``dataset-initializer``): its replica type."""
+COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
+"""A TrainJob's pod's index in its (Indexed) Job: its replica index."""
+JOB_KEY_LABEL = "jobset.sigs.k8s.io/job-key"
+"""JobSet's hash of a Job's namespace and name: different in each side's namespace, made the same."""
+JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2"
 
 PLURALS = {**{model.KIND: model.PLURAL for model in JOB_MODELS}, "TrainJob": "trainjobs"}
 WITHOUT_CREATED = {"TrainJob"}
@@ -75,8 +82,11 @@ CHILD_COLLECTIONS: tuple[tuple[str, str, str], ...] = (
     ("/apis/batch/v1", "jobs", "Job"),
     ("/apis/jobset.x-k8s.io/v1alpha2", "jobsets", "JobSet"),
     ("/apis/autoscaling/v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler"),
+    ("/api/v1", "persistentvolumeclaims", "PersistentVolumeClaim"),
+    ("/apis/scheduling.x-k8s.io/v1alpha1", "podgroups", "PodGroup"),
 )
-"""Every kind of object either operator makes for a job (PodGroups only with gang scheduling: not run)."""
+"""Every kind of object either operator (or the JobSet controller under it) makes for a job; a kind whose CRD
+is not installed is skipped (the PodGroup: only the TrainJob cases install it)."""
 
 
 def replica_specs(manifest: KubeObject) -> dict[str, Any]:
@@ -211,14 +221,21 @@ class Side:
         for child in children:
             metadata = child["metadata"]
             replacements.append((metadata["uid"], f"$UID({child['kind']} {metadata['name']})"))
+            job_key = (metadata.get("labels") or {}).get(JOB_KEY_LABEL)
+            if child["kind"] == "Job" and job_key:
+                replacements.append((job_key, f"$JOB_KEY({metadata['name']})"))
         return Snapshot.of(self.job(), children, self.events(), replacements)
 
     # --- what steps do ---
 
     def pods(self, replica_type: str) -> list[KubeObject]:
-        """The live pods of ``replica_type`` (a v2beta1 MPIJob's say it as their ``job-role``)."""
-        role = JOB_ROLE_LABEL if self.manifest["apiVersion"].endswith("/v2beta1") else REPLICA_TYPE_LABEL
-        selector = f"{JOB_NAME_LABEL}={self.job_name},{role}={replica_type.lower()}"
+        """The live pods of ``replica_type`` (a v2beta1 MPIJob's say it as their ``job-role``, a TrainJob's
+        as their replicated job)."""
+        if self.kind == "TrainJob":
+            selector = f"{self.pod_selector},{REPLICATED_JOB_LABEL}={replica_type}"
+        else:
+            role = JOB_ROLE_LABEL if self.manifest["apiVersion"].endswith("/v2beta1") else REPLICA_TYPE_LABEL
+            selector = f"{JOB_NAME_LABEL}={self.job_name},{role}={replica_type.lower()}"
         items = self.api.get(f"/api/v1/namespaces/{self.namespace}/pods", {"labelSelector": selector})[
             "items"
         ]
@@ -226,18 +243,44 @@ class Side:
 
     def pod(self, replica_type: str, index: int, timeout: float = POD_TIMEOUT) -> KubeObject:
         """The live pod of that replica (a launcher Job's pod has no index: it is index 0)."""
+        label = COMPLETION_INDEX_LABEL if self.kind == "TrainJob" else REPLICA_INDEX_LABEL
         deadline = time.monotonic() + timeout
         while True:
             for pod in self.pods(replica_type):
-                if int(pod["metadata"].get("labels", {}).get(REPLICA_INDEX_LABEL, "0")) == index:
+                if int(pod["metadata"].get("labels", {}).get(label, "0")) == index:
                     return pod
             if time.monotonic() > deadline:
                 raise StepError(f"no pod of {replica_type} {index} within {timeout:.0f} s")
             time.sleep(POLL_SECONDS)
 
     def replicas(self, replica_type: str) -> int:
+        """Pods of the replica type: as the job says, or for a TrainJob as its JobSet does (the runtime and
+        the operator decide the count: a Job's ``parallelism``)."""
+        if self.kind == "TrainJob":
+            return self._jobset_parallelism(replica_type)
         specs = {k.lower(): v for k, v in replica_specs(self.manifest).items()}
         return int(specs[replica_type.lower()].get("replicas", 1))
+
+    def _jobset_parallelism(self, replicated_job: str) -> int:
+        jobset = self.api.get_or_none(f"{JOBSETS}/namespaces/{self.namespace}/jobsets/{self.job_name}")
+        for job in ((jobset or {}).get("spec") or {}).get("replicatedJobs") or []:
+            if job.get("name") == replicated_job:
+                return int(job["template"]["spec"].get("parallelism", 1))
+        raise StepError(f"the JobSet {self.job_name} has no replicated job {replicated_job}")
+
+    def create_prerequisites(self, objects: Sequence[KubeObject]) -> None:
+        """What the job needs in the namespace before it is created (a TrainingRuntime); one that another
+        case created already is kept."""
+        for obj in objects:
+            body = copy.deepcopy(obj)
+            body["metadata"] = {**body["metadata"], "namespace": self.namespace}
+            group = "/api/v1" if body["apiVersion"] == "v1" else f"/apis/{body['apiVersion']}"
+            plural = PLURALS.get(body["kind"]) or f"{body['kind'].lower()}s"
+            try:
+                self.api.create(f"{group}/namespaces/{self.namespace}/{plural}", body)
+            except ApiError as error:
+                if error.code != 409:
+                    raise
 
     def condition(self, type_: str) -> bool | None:
         """Whether the job has the condition True; None when the job is gone."""
@@ -369,6 +412,52 @@ class AwaitDeleted:
 
 
 @dataclass(frozen=True)
+class AwaitJobsStatus:
+    """Until a TrainJob's ``status.jobsStatus`` has these counts for these replicated jobs (``{"node":
+    {"active": 1}}``): the end of a chain of three controllers (Job, JobSet, TrainJob), each of which may
+    be slower than a side's quiet period on a loaded machine. A side that never gets there is compared as it
+    is."""
+
+    counts: Mapping[str, Mapping[str, int]]
+    timeout: float = AWAIT_TIMEOUT
+
+    def reached(self, side: Side) -> bool:
+        statuses = ((side.job() or {}).get("status") or {}).get("jobsStatus") or []
+        by_name = {s.get("name"): s for s in statuses}
+        return all(
+            (by_name.get(job) or {}).get(field) == value
+            for job, expected in self.counts.items()
+            for field, value in expected.items()
+        )
+
+    def apply(self, side: Side) -> None:
+        deadline = time.monotonic() + self.timeout
+        while not self.reached(side) and time.monotonic() < deadline:
+            time.sleep(POLL_SECONDS)
+
+    def __str__(self) -> str:
+        return f"await jobsStatus {dict(self.counts)}"
+
+
+@dataclass(frozen=True)
+class AwaitPodsGone:
+    """Until none of the job's pods is left (a TrainJob's, once its JobSet was deleted)."""
+
+    timeout: float = AWAIT_TIMEOUT
+
+    def apply(self, side: Side) -> None:
+        path = f"/api/v1/namespaces/{side.namespace}/pods"
+        deadline = time.monotonic() + self.timeout
+        while side.api.get(path, {"labelSelector": side.pod_selector})["items"]:
+            if time.monotonic() > deadline:
+                raise StepError(f"its pods not gone within {self.timeout:.0f} s")
+            time.sleep(POLL_SECONDS)
+
+    def __str__(self) -> str:
+        return "await its pods' deletion"
+
+
+@dataclass(frozen=True)
 class AwaitLauncherJobDeleted:
     """Until the job's launcher Job is gone (a v2beta1 MPIJob's TTL: the mpi-operator sets it on the launcher
     Job, which Kubernetes' TTL controller deletes; the MPIJob itself stays)."""
@@ -397,6 +486,8 @@ class Case:
     name: str
     manifest: KubeObject
     steps: tuple[Step, ...] = ()
+    prerequisites: tuple[KubeObject, ...] = ()
+    """Objects created in the side's namespace before the job (a TrainJob's TrainingRuntime)."""
 
     def __str__(self) -> str:
         return self.name
@@ -417,7 +508,12 @@ def run_on(case: Case, side: Side, *, clean_up_after: bool = False) -> Outcome:
     """The case on one side: its job created, each step taken and the side settled after it, then its
     snapshot. ``clean_up_after``: the job deleted (and its pods gone) afterwards, for a case of the same
     name to follow; else it stays until its namespace goes."""
-    side.create(case.manifest)
+    side.create_prerequisites(case.prerequisites)
+    try:
+        side.create(case.manifest)
+    except ApiError as error:
+        # Refused at admission (a peer's webhook): that is what this side made of it.
+        return _outcome(case, side, f"create: refused: {error.message}")
     try:
         if side.kind not in WITHOUT_CREATED:
             Await("Created").apply(side)
@@ -430,17 +526,21 @@ def run_on(case: Case, side: Side, *, clean_up_after: bool = False) -> Outcome:
                 failure = f"{step}: {error}"
                 break
             side.settle()
-        snapshot = side.snapshot()
-        recorded = side.events_recorded(side.job_uid or "")
-        dropped = recorded is not None and recorded > recorded_events(snapshot.objects)
-        if DUMP is not None:
-            DUMP.mkdir(parents=True, exist_ok=True)
-            text = json.dumps(snapshot.objects, indent=1, default=repr)
-            (DUMP / f"{case.name}.{side.name}.json").write_text(text)
-        return Outcome(snapshot, failure, dropped)
+        return _outcome(case, side, failure)
     finally:
         if clean_up_after:
             clean_up(side)
+
+
+def _outcome(case: Case, side: Side, failure: str | None) -> Outcome:
+    snapshot = side.snapshot()
+    recorded = side.events_recorded(side.job_uid or "")
+    dropped = recorded is not None and recorded > recorded_events(snapshot.objects)
+    if DUMP is not None:
+        DUMP.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(snapshot.objects, indent=1, default=repr)
+        (DUMP / f"{case.name}.{side.name}.json").write_text(text)
+    return Outcome(snapshot, failure, dropped)
 
 
 def compare_outcomes(case: str, peer: Outcome, kubetrain: Outcome, *, peer_drops_events: bool) -> Comparison:

@@ -184,7 +184,9 @@ class Phase:
     """One operator and the CRDs it ships."""
 
     side: str
-    """Its name in snapshots and the allow-list: a peer's, ``kubetrain``, ``kubetrain+endpoint``."""
+    """Its name in snapshots and the allow-list: a peer's, ``kubetrain``, ``kubetrain+endpoint``,
+    ``kubetrain-trainjobs``. Outcomes are kept per side and case name for the session (a module reuses
+    another's run of the same case): a side runs one configuration of its operator."""
     crds: tuple[Path, ...]
     start: StartOperator
 

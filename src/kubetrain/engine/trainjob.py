@@ -176,11 +176,17 @@ def _objects(
         objects.append(snapshot_configmap(trainjob, observation.runtime))
     existing = Existing(
         jobset_suspended=_suspended(observation.jobset),
+        jobset_volume_claim_policies=_volume_claim_policies(observation.jobset),
         pod_group=observation.pod_group,
         ssh_secret=observation.ssh_secret,
     )
     planned = plan(trainjob, runtime.spec, existing=existing, addressing=addressing, plugins=plugins)
     return [*objects, *planned.objects]
+
+
+def _volume_claim_policies(jobset: Mapping[str, Any] | None) -> tuple[Obj, ...] | None:
+    policies = ((jobset or {}).get("spec") or {}).get("volumeClaimPolicies")
+    return tuple(policies) if policies else None
 
 
 def _suspended(jobset: Mapping[str, Any] | None) -> bool | None:

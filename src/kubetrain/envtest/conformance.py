@@ -317,12 +317,60 @@ def child_view(obj: Mapping[str, Json]) -> dict[str, Json]:
     if kind == "Secret":
         # Random key material: which keys there are is what both operators decide.
         view["data"] = sorted((obj.get("data") or {}).keys())
+    if kind == "ConfigMap" and str(view["metadata"].get("name", "")).endswith(RUNTIME_SNAPSHOT_SUFFIX):
+        view["data"] = runtime_snapshot_view(obj.get("data") or {})
     spec = view.get("spec")
     if kind == "Pod" and isinstance(spec, dict):
         view["spec"] = _without(spec, ("nodeName",))
     if kind == "Service" and isinstance(spec, dict) and spec.get("clusterIP") != "None":
         view["spec"] = _without(spec, ("clusterIP", "clusterIPs"))
     return view
+
+
+RUNTIME_SNAPSHOT_SUFFIX = "-runtime-snapshot"
+"""A TrainJob's runtime snapshot ConfigMap (Kubeflow Trainer v2.3's KEP-2599): the runtime as it was stored,
+as YAML under ``runtime``."""
+
+
+GO_ZERO_STRUCTS = frozenset({"metadata", "resources", "status"})
+"""Fields Go writes as ``{}`` when their struct is zero (no ``omitempty`` on a struct value): a template's
+``metadata``, a container's ``resources``, a claim template's ``status``. Read back, ``{}`` there is the same
+as the field left out, which is how a runtime stored by the API server has them."""
+QUANTITY_MAPS = frozenset({"requests", "limits", "overhead"})
+"""Maps of quantities: Go writes each as a string (``"2"``), YAML as stored may hold a number (``2``)."""
+
+
+def runtime_snapshot_view(data: Mapping[str, Json]) -> dict[str, Json]:
+    """A runtime snapshot's data with its YAML read: the runtime compared field by field as either operator
+    reads it back, less what the API server set on it (its uid, resourceVersion, managedFields... differ on
+    every install). Trainer writes it from its Go types, kubetrain as the API server stored the runtime: a
+    zero struct's ``{}`` and a quantity written as a number or a string read back the same, and so does the
+    text's layout, so none of them is compared."""
+    import yaml
+
+    view: dict[str, Json] = dict(data)
+    text = data.get("runtime")
+    if isinstance(text, str):
+        try:
+            runtime = yaml.safe_load(text)
+        except yaml.YAMLError:
+            return view  # compared as the text it is
+        if isinstance(runtime, dict):
+            runtime = {**runtime, "metadata": _without(runtime.get("metadata") or {}, DROPPED_METADATA)}
+        view["runtime"] = _as_read_back(runtime)
+    return view
+
+
+def _as_read_back(value: Json, key: str = "") -> Json:
+    if isinstance(value, dict):
+        if key in QUANTITY_MAPS:
+            return {
+                k: str(v) if isinstance(v, int) and not isinstance(v, bool) else v for k, v in value.items()
+            }
+        return {k: _as_read_back(v, k) for k, v in value.items() if not (k in GO_ZERO_STRUCTS and v == {})}
+    if isinstance(value, list):
+        return [_as_read_back(item) for item in value]
+    return value
 
 
 def _time(value: Json) -> Json:
@@ -353,9 +401,23 @@ def job_view(job: Mapping[str, Json]) -> dict[str, Json]:
     return view
 
 
+def event_count(event: Mapping[str, Json]) -> int:
+    """How many times an Event says it happened: its ``count`` (core/v1's recorder), else its series' count
+    (events.k8s.io/v1's recorder keeps repeats there), else once."""
+    series = event.get("series") or {}
+    return int(event.get("count") or series.get("count") or 1)
+
+
+def event_source(event: Mapping[str, Json]) -> Json:
+    """Who recorded an Event: core/v1's ``source.component``, or events.k8s.io/v1's reporting controller
+    (read through core/v1 as ``reportingComponent``), which names the same thing."""
+    return (event.get("source") or {}).get("component") or event.get("reportingComponent") or None
+
+
 def event_objects(events: Iterable[Mapping[str, Json]]) -> dict[str, Json]:
     """Events as compared: one entry per (object, reason, message), its type, count and source; repeats in
-    several Event objects (past the recorder's folding window) add up."""
+    several Event objects (past the recorder's folding window) add up. An Event recorded through
+    events.k8s.io/v1 is read as core/v1 serves it, so both APIs' events compare alike."""
     folded: dict[str, dict[str, Json]] = {}
     for event in events:
         involved = event.get("involvedObject") or {}
@@ -363,13 +425,9 @@ def event_objects(events: Iterable[Mapping[str, Json]]) -> dict[str, Json]:
         key = f"Event {about} {event.get('reason')}: {event.get('message')}"
         entry = folded.setdefault(
             key,
-            {
-                "type": event.get("type"),
-                "count": 0,
-                "source": (event.get("source") or {}).get("component"),
-            },
+            {"type": event.get("type"), "count": 0, "source": event_source(event)},
         )
-        entry["count"] += int(event.get("count") or 1)
+        entry["count"] += event_count(event)
     return dict(folded)
 
 

@@ -52,6 +52,7 @@ from kubetrain.kube.runtime.store import (
     Store,
     controller_uid,
     object_key,
+    resource_version,
 )
 from kubetrain.kube.runtime.workers import run_workers
 from kubetrain.kube.status.ca_bundle import CaPublisher
@@ -69,6 +70,27 @@ _PLURALS = {
     (SCHEDULER_PLUGINS_API, "PodGroup"): "podgroups",
     (VOLCANO_API, "PodGroup"): "podgroups",
 }
+
+
+def _latest(cached: KubeObject | None, known: _Known) -> Mapping[str, Any] | None:
+    """The JobSet as last seen: the cache's, unless this operator's own apply answered a newer version (then
+    that, until the cache catches up and it is forgotten)."""
+    applied = known.jobset
+    if applied is None:
+        return cached
+    if cached is not None and _version(cached) >= _version(applied):
+        known.jobset = None
+        return cached
+    return applied
+
+
+def _version(obj: Mapping[str, Any]) -> int:
+    """An object's resourceVersion as a number (etcd's revision; one that is not a number counts as the
+    oldest, so the cache's copy is used)."""
+    try:
+        return int(resource_version(obj) or "")
+    except ValueError:
+        return -1
 
 
 def object_path(api_version: str, kind: str, namespace: str, name: str = "") -> str:
@@ -89,6 +111,11 @@ class _Known:
     snapshot: Mapping[str, Any] | None = None
     ssh_secret: bool = False
     pod_group: bool = False
+    jobset: Mapping[str, Any] | None = None
+    """The JobSet as the API server answered this operator's last apply of it, until the cache holds that
+    version: a reconcile woken before the watch brings it would otherwise plan a JobSet anew, and apply the
+    runtime's ``volumeClaimPolicies`` over the ones JobSet stored with its defaults, which it refuses as
+    immutable (Trainer does, and records the refusal)."""
 
 
 @dataclass(frozen=True)
@@ -131,6 +158,10 @@ class TrainJobController:
     def on_owned_change(self, change: ObjectChange) -> None:
         """A JobSet (or another child) of a TrainJob changed: look at its TrainJob again."""
         metadata = change.object.get("metadata") or {}
+        if change.type is ChangeType.DELETED and (
+            known := self._known.get(controller_uid(change.object) or "")
+        ):
+            known.jobset = None
         for reference in metadata.get("ownerReferences") or ():
             if reference.get("controller") and reference.get("kind") == KIND:
                 self.queue.add(f"{metadata.get('namespace')}/{reference.get('name')}")
@@ -161,7 +192,7 @@ class TrainJobController:
         uid = str(trainjob.metadata.uid or "")
         known = self._known.setdefault(uid, _Known())
         runtime = self._runtime(trainjob)
-        jobset = self.stores.jobsets.get(key)
+        jobset = _latest(self.stores.jobsets.get(key), known)
         if jobset is not None and controller_uid(jobset) != uid:
             jobset = None  # someone else's JobSet of that name: never touched
         if known.snapshot is None:
@@ -188,11 +219,16 @@ class TrainJobController:
         except ApiStatusError as error:
             # Said on the TrainJob (as a failed plan is), then retried: a missing JobSet CRD, a quota.
             refused = error
-            message = f"TrainJob resources reconciliation failed: {str(error)[:MAX_EVENT_DETAIL]}"
+            # In the API server's words, as Trainer quotes them (client-go's error is the status message).
+            detail = error.message or str(error)
+            message = f"TrainJob resources reconciliation failed: {detail[:MAX_EVENT_DETAIL]}"
+            if len(detail) > MAX_EVENT_DETAIL:
+                message += " ..."
             self.events.record(
                 EventRecord(stored, "Warning", RESOURCES_CREATION_FAILED_REASON, message, EVENT_COMPONENT)
             )
         if decision.delete_jobset:
+            known.jobset = None
             await self._delete(object_path(JOBSET_API, "JobSet", trainjob.namespace, trainjob.name))
         for event in decision.events:
             self.events.record(
@@ -286,6 +322,8 @@ class TrainJobController:
             known.pod_group = True
         elif metadata["name"].endswith("-runtime-snapshot"):
             known.snapshot = strip_managed_fields(response.json())
+        elif body["kind"] == JOBSET_KIND:
+            known.jobset = strip_managed_fields(response.json())
 
     async def _delete(self, path: str) -> None:
         response = await self.http.request("DELETE", path, json={"propagationPolicy": "Background"})

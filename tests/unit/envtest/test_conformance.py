@@ -131,6 +131,58 @@ def test_events_are_one_object_per_reason_and_message_with_their_repeats_added_u
     assert objects == {"Event PyTorchJob/j ExitedWithCode: m": {"type": "Normal", "count": 5, "source": None}}
 
 
+def test_an_event_recorded_through_events_k8s_io_compares_as_core_v1s_with_its_series_count() -> None:
+    involved = {"kind": "TrainJob", "name": "t", "uid": "u-job"}
+    core = {
+        "involvedObject": involved,
+        "reason": "R",
+        "message": "m",
+        "type": "Warning",
+        "count": 2,
+        "source": {"component": "trainer-trainjob-controller"},
+    }
+    # What the API serves through core/v1 for an events.k8s.io/v1 Event repeated in a series.
+    series = {
+        "involvedObject": involved,
+        "reason": "R",
+        "message": "m",
+        "type": "Warning",
+        "reportingComponent": "trainer-trainjob-controller",
+        "series": {"count": 2, "lastObservedTime": "2026-11-27T00:00:00.000000Z"},
+    }
+    assert Snapshot.of(None, [], [core], []).objects == Snapshot.of(None, [], [series], []).objects
+
+
+def _snapshot_configmap(runtime: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "t-runtime-snapshot"},
+        "data": {"runtime": runtime},
+    }
+
+
+def test_a_runtime_snapshot_is_compared_as_the_runtime_it_holds_less_what_the_api_server_set() -> None:
+    stored = (
+        "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: ClusterTrainingRuntime\n"
+        "metadata:\n  name: torch\n  uid: u-1\n  resourceVersion: '7'\n  managedFields: []\n"
+        "spec:\n  mlPolicy: {numNodes: 1}\n"
+    )
+    written_otherwise = (
+        '{"kind": "ClusterTrainingRuntime", "apiVersion": "trainer.kubeflow.org/v1alpha1",'
+        ' "metadata": {"uid": "u-2", "name": "torch"}, "spec": {"mlPolicy": {"numNodes": 1}}}'
+    )
+    one = Snapshot.of(None, [_snapshot_configmap(stored)], [], []).objects
+    other = Snapshot.of(None, [_snapshot_configmap(written_otherwise)], [], []).objects
+    assert one == other
+    assert one["ConfigMap t-runtime-snapshot"]["data"]["runtime"]["spec"] == {"mlPolicy": {"numNodes": 1}}
+
+
+def test_a_runtime_snapshot_that_is_not_yaml_is_compared_as_its_text() -> None:
+    objects = Snapshot.of(None, [_snapshot_configmap("a: [")], [], []).objects
+    assert objects["ConfigMap t-runtime-snapshot"]["data"] == {"runtime": "a: ["}
+
+
 def test_glob_matches_brackets_and_dots_literally() -> None:
     pattern = glob("spec.containers[*].env[KUBEFLOW_*]")
     assert pattern.match("spec.containers[pytorch].env[KUBEFLOW_TRAINER_STATUS_SERVER_URL]")
@@ -214,3 +266,35 @@ def test_comparisons_add_up() -> None:
     total.add(compare("a", {"o": {"x": 1}}, {"o": {"x": 2}}))
     total.add(compare("b", {"o": {"x": 1}}, {"o": {"x": 1}}))
     assert (total.objects, total.fields, len(total.differences)) == (2, 2, 1)
+
+
+def test_a_runtime_snapshot_compares_go_zero_structs_and_quantities_as_they_read_back() -> None:
+    # Trainer writes its runtime from Go types; kubetrain writes it as the API server stored it.
+    from_go = (
+        "kind: ClusterTrainingRuntime\nmetadata: {name: tune}\nspec:\n  template:\n    metadata: {}\n"
+        "    spec:\n      replicatedJobs:\n      - template:\n          spec:\n            template:\n"
+        "              metadata: {}\n              spec:\n                containers:\n"
+        "                - {name: node, resources: {limits: {nvidia.com/gpu: '2'}}}\n"
+        "                - {name: other, resources: {}}\n"
+        "      volumeClaimPolicies:\n      - templates:\n"
+        "        - {metadata: {name: initializer}, status: {}}\n"
+    )
+    as_stored = (
+        "kind: ClusterTrainingRuntime\nmetadata: {name: tune}\nspec:\n  template:\n"
+        "    spec:\n      replicatedJobs:\n      - template:\n          spec:\n            template:\n"
+        "              spec:\n                containers:\n"
+        "                - {name: node, resources: {limits: {nvidia.com/gpu: 2}}}\n"
+        "                - {name: other}\n"
+        "      volumeClaimPolicies:\n      - templates:\n        - {metadata: {name: initializer}}\n"
+    )
+    one = Snapshot.of(None, [_snapshot_configmap(from_go)], [], []).objects
+    other = Snapshot.of(None, [_snapshot_configmap(as_stored)], [], []).objects
+    assert one == other
+
+
+def test_a_runtime_snapshot_still_tells_an_empty_volume_source_from_none() -> None:
+    with_source = "kind: X\nmetadata: {name: r}\nspec: {volumes: [{name: v, emptyDir: {}}]}\n"
+    without = "kind: X\nmetadata: {name: r}\nspec: {volumes: [{name: v}]}\n"
+    one = Snapshot.of(None, [_snapshot_configmap(with_source)], [], []).objects
+    other = Snapshot.of(None, [_snapshot_configmap(without)], [], []).objects
+    assert one != other

@@ -334,3 +334,17 @@ def test_a_patch_may_not_set_env_on_the_node_container() -> None:
 def test_a_patch_manager_must_be_a_domain_prefixed_path() -> None:
     with pytest.raises(InvalidJobError, match="domain-prefixed path"):
         plan(trainjob(runtimePatches=[{"manager": "me"}]), builtin("torch-distributed").spec)
+
+
+def test_the_jobsets_quantities_are_written_as_gos_resource_quantity_marshals_them() -> None:
+    # As Trainer's apply carries them: the JobSet stored from it reads the same when applied again.
+    job = trainjob(
+        trainer={"numNodes": 1, "resourcesPerNode": {"requests": {"cpu": 0.5, "memory": "1024Mi"}}}
+    )
+    node = container_of(_jobset(job, builtin("torch-distributed")), "node")
+    assert node["resources"] == {"requests": {"cpu": "500m", "memory": "1Gi"}}
+    tune = container_of(
+        _jobset(trainjob("torchtune-llama3.2-1b", trainer={"numNodes": 1}), builtin("torchtune-llama3.2-1b")),
+        "node",
+    )
+    assert tune["resources"]["limits"] == {"nvidia.com/gpu": "2"}

@@ -105,6 +105,39 @@ def test_suspend_sets_suspended_and_resume_says_resumed() -> None:
     assert resumed.status.conditions[0].last_transition_time == NOW + timedelta(seconds=5)  # type: ignore[index]
 
 
+def test_a_resumed_jobset_is_applied_with_its_volume_claim_policies_as_stored() -> None:
+    # Immutable, and defaulted by JobSet's webhook: the runtime's own would be refused, the job never resumed.
+    stored = [
+        {
+            "retentionPolicy": {"whenDeleted": "Delete"},
+            "templates": [
+                {
+                    "metadata": {"name": "initializer"},
+                    "spec": {"accessModes": ["ReadWriteOnce"]},
+                    "status": {},
+                }
+            ],
+        }
+    ]
+    runtime = builtin("torchtune-llama3.2-1b").to_wire()
+    job = trainjob("torchtune-llama3.2-1b", suspend=False)
+    jobset = {**_jobset(suspend=True), "spec": {"suspend": True, "volumeClaimPolicies": stored}}
+    decision = reconcile_trainjob(job, TrainJobObservation(runtime=runtime, jobset=jobset), NOW)
+    [applied] = [o for o in decision.apply if o["kind"] == "JobSet"]
+    assert applied["spec"]["volumeClaimPolicies"] == stored
+    assert applied["spec"]["suspend"] is False
+
+
+def test_a_new_jobset_gets_the_runtimes_volume_claim_policies() -> None:
+    runtime = builtin("torchtune-llama3.2-1b").to_wire()
+    job = trainjob("torchtune-llama3.2-1b")
+    decision = reconcile_trainjob(job, TrainJobObservation(runtime=runtime), NOW)
+    [applied] = [o for o in decision.apply if o["kind"] == "JobSet"]
+    assert (
+        applied["spec"]["volumeClaimPolicies"] == runtime["spec"]["template"]["spec"]["volumeClaimPolicies"]
+    )
+
+
 def test_jobset_completed_becomes_complete_with_its_reason_and_message() -> None:
     condition = {
         "type": "Completed",

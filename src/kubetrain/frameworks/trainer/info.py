@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from kubetrain.api.quantity import add_resources, parse_quantity, quantity_format
+from kubetrain.api.quantity import add_resources, canonical_quantity, parse_quantity, quantity_format
 from kubetrain.api.trainer import MLPolicy, PodGroupPolicy, TrainJob
 from kubetrain.frameworks.trainer.constants import ANCESTOR_LABEL, ANCESTOR_TRAINER, NODE
 
@@ -168,6 +168,27 @@ def _requests(container: Mapping[str, Any]) -> dict[str, str | int]:
 def _remember_formats(formats: dict[str, str], resources: Mapping[str, Any]) -> None:
     for name, quantity in resources.items():
         formats.setdefault(name, quantity_format(quantity))
+
+
+def with_go_quantities(pod_spec: Obj) -> None:
+    """Every container's requests and limits, and the pod's overhead, written as Go's ``resource.Quantity``
+    marshals them (``2`` as ``"2"``, ``0.5`` as ``"500m"``), as Trainer's applied objects carry them: a JobSet
+    applied again then changes nothing the API server stored. A quantity that does not parse is left as it is
+    (the API server says what is wrong with it)."""
+    for container in [*(pod_spec.get("containers") or []), *(pod_spec.get("initContainers") or [])]:
+        resources = container.get("resources")
+        for kind in ("requests", "limits"):
+            if isinstance(resources, dict) and isinstance(resources.get(kind), dict):
+                resources[kind] = {name: _go_quantity(value) for name, value in resources[kind].items()}
+    if isinstance(pod_spec.get("overhead"), dict):
+        pod_spec["overhead"] = {name: _go_quantity(value) for name, value in pod_spec["overhead"].items()}
+
+
+def _go_quantity(value: Any) -> Any:
+    try:
+        return canonical_quantity(parse_quantity(value), quantity_format(value))
+    except (ValueError, TypeError):
+        return value
 
 
 def gpus_per_node(resources: Mapping[str, Any] | None) -> int:

@@ -3,6 +3,7 @@ the initializer and trainer overrides, the object itself, and the TrainJob statu
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -19,7 +20,7 @@ from kubetrain.frameworks.trainer.constants import (
     NODE,
     STORAGE_URI_ENV,
 )
-from kubetrain.frameworks.trainer.info import Obj, RuntimeInfo, env_value, upsert_env
+from kubetrain.frameworks.trainer.info import Obj, RuntimeInfo, env_value, upsert_env, with_go_quantities
 from kubetrain.frameworks.trainer.plugin import Addressing, Existing, RuntimePlugin
 
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
@@ -113,6 +114,7 @@ class JobSetPlugin(RuntimePlugin):
                 for container in pod_spec_of(job).get("containers") or []:
                     if container.get("name") == NODE:
                         upsert_env(container, *(trainjob.spec.trainer.env or []))
+            with_go_quantities(pod_spec_of(job))
             template = job_template(job).setdefault("spec", {}).setdefault("template", {})
             if info.pod_labels:
                 pod_meta = template.setdefault("metadata", {})
@@ -122,6 +124,11 @@ class JobSetPlugin(RuntimePlugin):
                 pod_meta["annotations"] = {**(pod_meta.get("annotations") or {}), **info.pod_annotations}
         if trainjob.spec.suspend is not None:
             spec["suspend"] = trainjob.spec.suspend
+        if existing.jobset_volume_claim_policies is not None:
+            # Immutable: JobSet takes an apply of them only as it stored them, its defaults included
+            # (``retentionPolicy``, an empty claim ``status``). Trainer v2.3.0 applies the runtime's
+            # instead, so its TrainJob on a torchtune runtime, once suspended, is never resumed.
+            spec["volumeClaimPolicies"] = copy.deepcopy(list(existing.jobset_volume_claim_policies))
         metadata: Obj = {"name": trainjob.name}
         if info.labels:
             metadata["labels"] = dict(info.labels)

@@ -57,6 +57,8 @@ class Existing:
 
     jobset_suspended: bool | None = None
     """The JobSet's ``spec.suspend``; None when there is no JobSet."""
+    jobset_volume_claim_policies: tuple[Obj, ...] | None = None
+    """The JobSet's ``spec.volumeClaimPolicies`` as stored (JobSet's defaults in); None when it has none."""
     pod_group: bool = False
     ssh_secret: bool = False
 

@@ -60,6 +60,8 @@ class ApiStatusError(Exception):
         super().__init__(f"{code} {reason}: {message}" if message else f"{code} {reason}")
         self.code = code
         self.reason = reason
+        self.message = message
+        """The server's own words (what client-go's ``StatusError.Error()`` says), without the code."""
         self.causes = causes
 
     @property
