@@ -17,6 +17,7 @@ import argparse
 import os
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import torch
@@ -127,8 +128,21 @@ def main() -> int:
         for marker in args.checkpoint_dir.glob("failed-once-rank-*"):
             marker.unlink()
         print("training finished")
+    leave_after_every_other_rank(rank, world)
     dist.destroy_process_group()
     return 0
+
+
+def leave_after_every_other_rank(rank: int, world: int, timeout: timedelta = timedelta(minutes=1)) -> None:
+    """Rank 0 exits last. A barrier returns on one rank before its last message has reached every other, and
+    a process that exits with bytes unread resets its connections: a rank still reading would fail after
+    training, with "Connection closed by peer", and a restart could never rejoin. So each other rank says so
+    in the rendezvous store once past the barrier, and rank 0 waits for all of them."""
+    store = dist.distributed_c10d._get_default_store()
+    if rank != 0:
+        store.set(f"left/{rank}", "1")
+    else:
+        store.wait([f"left/{other}" for other in range(1, world)], timeout)
 
 
 if __name__ == "__main__":
