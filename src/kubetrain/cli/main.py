@@ -8,6 +8,8 @@ about 2 s here, where kubectl answers in 0.1 s. ``tests/unit/cli/test_cli_import
 
 from __future__ import annotations
 
+import contextlib
+import faulthandler
 import importlib
 from collections.abc import Iterator, MutableMapping
 from typing import Any
@@ -106,6 +108,10 @@ app = typer.Typer(
 @app.callback()
 def main() -> None:
     """kubetrain: Kubeflow training jobs on Kubernetes or on this machine."""
+    # A crash in a C extension (the decoders, the TLS stack) then leaves each thread's Python stack on stderr,
+    # in the operator's and the dashboard's logs, instead of a bare exit by signal.
+    with contextlib.suppress(ValueError, OSError):  # stderr without a file descriptor (captured in tests)
+        faulthandler.enable()
 
 
 @app.command()
