@@ -52,6 +52,8 @@ class DisruptionView:
     """Replicas still present that a disruption is ending past the limit: failures like any other."""
     departed: Mapping[str, int]
     """Per replica type, the disruptions over since the last reconcile, counted now."""
+    departed_replicas: tuple[tuple[ObservedReplica, Disruption], ...] = ()
+    """Those replicas, as last seen: a pod evicted and gone between two reconciles is announced by them."""
 
     def tolerates(self, replica: ObservedReplica) -> Disruption | None:
         found = self.tolerated.get((replica.replica_type, replica.index))
@@ -76,11 +78,13 @@ def disruptions(ctx: ReconcileContext) -> DisruptionView:
     limit = fault_policy(ctx.job).disruption_limit
     counted = sum(status.disruptions for status in ctx.status.replica_statuses.values())
     departed: dict[str, int] = defaultdict(int)
+    departed_replicas: list[tuple[ObservedReplica, Disruption]] = []
     for replica in sorted(ctx.observation.departed, key=_position(ctx)):
         gone = replica.disruption or forced_off(ctx, replica, departed=True)
         if gone is not None and replica.replica_type in ctx.job.replica_specs and counted < limit:
             counted += 1
             departed[replica.replica_type] += 1
+            departed_replicas.append((replica, gone))
     tolerated: dict[ReplicaKey, tuple[ObservedReplica, Disruption]] = {}
     exceeded: list[tuple[ObservedReplica, Disruption]] = []
     room = limit - counted
@@ -97,7 +101,9 @@ def disruptions(ctx: ReconcileContext) -> DisruptionView:
             room -= 1
         else:
             exceeded.append((replica, disruption))
-    ctx.disruption_view = DisruptionView(limit, counted, tolerated, tuple(exceeded), dict(departed))
+    ctx.disruption_view = DisruptionView(
+        limit, counted, tolerated, tuple(exceeded), dict(departed), tuple(departed_replicas)
+    )
     return ctx.disruption_view
 
 
@@ -120,7 +126,8 @@ def announce_disruptions(ctx: ReconcileContext, *, restarting: bool) -> None:
     them; a ``Disrupted`` event for each past the limit too, saying it counts as a failure."""
     view = disruptions(ctx)
     pods = []
-    for replica, disruption in view.tolerated.values():
+    # A departed one too: evicted and gone between two reconciles, it was never seen ending.
+    for replica, disruption in (*view.tolerated.values(), *view.departed_replicas):
         pod = ctx.framework.pod_name(ctx.job, replica.replica_type, replica.index)
         pods.append(f"{pod} ({describe(disruption)})")
         ctx.emit(

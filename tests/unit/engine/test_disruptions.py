@@ -118,6 +118,19 @@ def test_a_warning_event_names_the_pod_and_the_disruption() -> None:
     )
 
 
+def test_a_pod_evicted_and_gone_between_two_reconciles_is_still_announced() -> None:
+    gone = replica("Worker", 1, terminating=True, disruption=EVICTED)
+    decision = decide(
+        job(), Observation(replicas=(replica("Master", 0), replica("Worker", 0)), departed=(gone,))
+    )
+    events = [e for e in actions_of(decision, EmitEvent) if e.reason == DISRUPTED_REASON]
+    assert [e.message.split(":")[0] for e in events] == [
+        "pod toy-worker-1 was disrupted (EvictionByEvictionAPI"
+    ]
+    restarting = decision.status.condition(ConditionType.RESTARTING)
+    assert restarting is not None and "pod toy-worker-1 (EvictionByEvictionAPI" in (restarting.message or "")
+
+
 def test_a_running_pod_marked_for_a_disruption_that_has_not_happened_is_left_alone() -> None:
     marked = replica("Worker", 1, disruption=PREEMPTED)
     decision = decide(job(), observe(replica("Master", 0), replica("Worker", 0), marked))

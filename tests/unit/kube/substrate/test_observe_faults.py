@@ -199,7 +199,8 @@ async def test_a_departure_is_handed_to_one_successful_reconcile_only() -> None:
     )
     await controller.reconcile("default/j")
     await controller.reconcile("default/j")
-    assert _disruptions_written(api) == [1]  # the second found nothing to count, and nothing to write
+    # The second found nothing more to count (it may still write the job's Restarting condition ended).
+    assert set(_disruptions_written(api)) == {1}
 
 
 async def test_a_pod_deleted_without_a_disruption_is_not_a_departure() -> None:
