@@ -80,8 +80,10 @@ serially = $(foreach target,$(1),MAKEFLAGS='$(filter-out -j% --jobserver-auth=%,
 	$(MAKE) --no-print-directory $(target) &&) true
 
 # $(APT) PACKAGES: apt-get install under a lock, so that lanes installing at the same time take turns (apt's own
-# lock fails the second install instead of waiting).
-APT_LOCK := flock /var/lock/kubetrain-apt.lock
+# lock fails the second install instead of waiting). --close: the command does not inherit the lock's file, or a
+# daemon it starts (make docker's dockerd) would hold the lock for as long as it runs, and every later install
+# would wait for ever (a CI run hung so).
+APT_LOCK := flock --close /var/lock/kubetrain-apt.lock
 APT := $(APT_LOCK) $(SHELL) -c 'apt-get update -qq && apt-get install -y -qq "$$@"' apt-get
 
 # Every Debian package any tier needs, for a machine set up ahead of a run; the lanes install theirs as they go.
