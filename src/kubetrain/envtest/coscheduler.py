@@ -13,7 +13,6 @@ processes recorded in the run directory, so ``kubetrain envtest stop`` stops the
 from __future__ import annotations
 
 import fcntl
-import re
 import time
 from collections.abc import Callable
 from functools import partial
@@ -23,7 +22,7 @@ import httpx
 import yaml
 
 from kubetrain.envtest import controlplane, processes
-from kubetrain.envtest.gotool import GoTool
+from kubetrain.envtest.gotool import GoTool, required_version
 from kubetrain.envtest.kubeapi import ApiError, KubeApi
 
 CHECKOUT = Path(__file__).resolve().parents[3]
@@ -38,20 +37,16 @@ PERMIT_WAITING_SECONDS = 10
 """How long pods of a gang that reached Permit wait for the rest before the scheduler gives them up
 (upstream's example configuration)."""
 
-_REQUIRE = re.compile(
-    r"^\s*(?:require\s+)?sigs\.k8s\.io/scheduler-plugins\s+(v\d+\.\d+\.\d+)\s*$", re.MULTILINE
-)
-
 
 class CoschedulerError(RuntimeError):
-    pass
+    """What went wrong, said in the message."""
 
 
 def _version() -> str:
-    match = _REQUIRE.search((MODULE / "go.mod").read_text())
-    if match is None:
+    found = required_version(MODULE / "go.mod", UPSTREAM)
+    if found is None:
         raise CoschedulerError(f"{MODULE / 'go.mod'}: no 'require {UPSTREAM} vX.Y.Z' line")
-    return match.group(1)
+    return found
 
 
 # envtest's build tags, so Go's build cache serves the Kubernetes packages both compile.

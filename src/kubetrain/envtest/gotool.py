@@ -14,6 +14,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -116,3 +117,11 @@ class GoTool:
         shutil.rmtree(self.directory, ignore_errors=True)
         staging.rename(self.directory)
         log(f"built {self.binary} {self.version} in {done.seconds} s ({done.cpu_seconds} s CPU)")
+
+
+def required_version(go_mod: Path, module: str) -> str | None:
+    """The release of ``module`` that ``go_mod`` (a tools/<name> pin) requires, ``vX.Y.Z``; None when it
+    requires none."""
+    pattern = re.compile(rf"^\s*(?:require\s+)?{re.escape(module)}\s+(v\d+\.\d+\.\d+)\s*$", re.MULTILINE)
+    match = pattern.search(go_mod.read_text())
+    return match.group(1) if match else None

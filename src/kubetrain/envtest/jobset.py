@@ -15,7 +15,6 @@ pods; with a real node they run.
 from __future__ import annotations
 
 import fcntl
-import re
 import socket
 import time
 from collections.abc import Callable
@@ -26,7 +25,7 @@ import yaml
 
 from kubetrain.envtest import processes, webhooks
 from kubetrain.envtest.crds import install_crd_files
-from kubetrain.envtest.gotool import GoTool, GoToolError
+from kubetrain.envtest.gotool import GoTool, GoToolError, required_version
 from kubetrain.envtest.kubeapi import ApiError, KubeApi, KubeObject
 from kubetrain.envtest.pki import issue_serving_certificate, load_pki
 
@@ -42,18 +41,16 @@ NAME_PREFIX = "jobset-"
 ``namePrefix``)."""
 START_TIMEOUT = 60.0
 
-_REQUIRE = re.compile(r"^\s*(?:require\s+)?sigs\.k8s\.io/jobset\s+(v\d+\.\d+\.\d+)\s*$", re.MULTILINE)
-
 
 class JobSetError(RuntimeError):
     """The JobSet controller could not be built or started; the message says why."""
 
 
 def version() -> str:
-    match = _REQUIRE.search((MODULE / "go.mod").read_text())
-    if match is None:
+    found = required_version(MODULE / "go.mod", UPSTREAM)
+    if found is None:
         raise JobSetError(f"{MODULE / 'go.mod'}: no 'require {UPSTREAM} vX.Y.Z' line")
-    return match.group(1)
+    return found
 
 
 def tool() -> GoTool:

@@ -35,7 +35,7 @@ HELM_IGNORED = ("tests/", "README.md.gotmpl", ".helmignore")
 
 
 class ReleaseError(RuntimeError):
-    pass
+    """What went wrong, said in the message."""
 
 
 def _replace_once(text: str, pattern: str, replacement: str, where: str) -> str:

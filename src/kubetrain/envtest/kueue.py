@@ -30,7 +30,7 @@ import yaml
 
 from kubetrain.envtest import processes, webhooks
 from kubetrain.envtest.crds import install_crd_files
-from kubetrain.envtest.gotool import GoTool, GoToolError
+from kubetrain.envtest.gotool import GoTool, GoToolError, required_version
 from kubetrain.envtest.jobset import free_ports
 from kubetrain.envtest.kubeapi import ApiError, KubeApi, KubeObject
 from kubetrain.envtest.pki import issue_serving_certificate, load_pki
@@ -68,18 +68,16 @@ FRAMEWORK_CONTROLLERS = {TRAINJOB_FRAMEWORK: "trainjob"}
 lines have no ``controller`` key)."""
 _STARTED = re.compile(r'"logger":"([^"]+)".*"msg":"Starting workers"')
 
-_REQUIRE = re.compile(r"^\s*(?:require\s+)?sigs\.k8s\.io/kueue\s+(v\d+\.\d+\.\d+)\s*$", re.MULTILINE)
-
 
 class KueueError(RuntimeError):
     """Kueue could not be built or started; the message says why."""
 
 
 def version() -> str:
-    match = _REQUIRE.search((MODULE / "go.mod").read_text())
-    if match is None:
+    found = required_version(MODULE / "go.mod", UPSTREAM)
+    if found is None:
         raise KueueError(f"{MODULE / 'go.mod'}: no 'require {UPSTREAM} vX.Y.Z' line")
-    return match.group(1)
+    return found
 
 
 def tool() -> GoTool:

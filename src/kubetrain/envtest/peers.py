@@ -60,7 +60,7 @@ import yaml
 
 from kubetrain.envtest import jobset, webhooks
 from kubetrain.envtest.crds import install_crd_files
-from kubetrain.envtest.gotool import GoTool, GoToolError
+from kubetrain.envtest.gotool import GoTool, GoToolError, required_version
 from kubetrain.envtest.kubeapi import ApiError, KubeApi, KubeObject
 from kubetrain.envtest.pki import generate_pki, issue_serving_certificate
 
@@ -110,13 +110,10 @@ class Peer:
 
     def version(self) -> str:
         go_mod = self.directory / "go.mod"
-        pattern = re.compile(
-            rf"^\s*(?:require\s+)?{re.escape(self.module)}\s+(v\d+\.\d+\.\d+)\s*$", re.MULTILINE
-        )
-        match = pattern.search(go_mod.read_text())
-        if match is None:
+        found = required_version(go_mod, self.module)
+        if found is None:
             raise PeerError(f"{go_mod}: no 'require {self.module} vX.Y.Z' line")
-        return match.group(1)
+        return found
 
     def tool(self) -> GoTool:
         return GoTool(

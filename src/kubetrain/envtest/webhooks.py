@@ -28,7 +28,7 @@ COLLECTIONS = {
 
 
 class WebhookError(RuntimeError):
-    pass
+    """What went wrong, said in the message."""
 
 
 def _pointer(path: str) -> list[str | int]:
