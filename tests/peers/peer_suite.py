@@ -220,6 +220,9 @@ TOTALS = Totals()
 OUTCOMES: dict[tuple[str, str], Outcome] = {}
 """(side, case) → what that side made of the case, this session."""
 RUN_SECONDS: dict[tuple[str, str], float] = {}
+OPERATOR_LOGS: dict[tuple[str, str], Path] = {}
+"""(side, case) → the log of the operator that ran it: a failing case quotes what it said about the job."""
+LOG_LINES_QUOTED = 25
 """(side, case) → how long that side took to run the case: the summary names the slowest."""
 SLOWEST_SHOWN = 8
 
@@ -289,15 +292,16 @@ def replace_crds(api: KubeApi, files: Sequence[Path], timeout: float = 60) -> No
 
 
 @contextmanager
-def running(cluster: Cluster, phase: Phase) -> Iterator[tuple[str, Running]]:
+def running(cluster: Cluster, phase: Phase) -> Iterator[tuple[str, Running, Path]]:
     """The phase's CRDs installed and its operator watching a fresh namespace; stopped and the namespace
     deleted afterwards."""
     replace_crds(cluster.api, phase.crds)
     namespace = create_namespace(cluster.api, f"{phase.side.replace('+', '-')}-{secrets.token_hex(3)}")
     cluster.logs.mkdir(parents=True, exist_ok=True)
-    operator = phase.start(namespace, cluster.logs / f"{phase.side}-{namespace}.log")
+    log = cluster.logs / f"{phase.side}-{namespace}.log"
+    operator = phase.start(namespace, log)
     try:
-        yield namespace, operator
+        yield namespace, operator, log
     finally:
         operator.stop()
         try:
@@ -312,7 +316,7 @@ def run_phase(cluster: Cluster, phase: Phase, cases: Sequence[Case]) -> dict[str
     todo = [case for case in cases if (phase.side, case.name) not in OUTCOMES]
     names = Counter(case.manifest["metadata"]["name"] for case in todo)
     if todo:
-        with running(cluster, phase) as (namespace, operator):
+        with running(cluster, phase) as (namespace, operator, log):
             busy: set[str] = set()
             condition = threading.Condition()
 
@@ -334,6 +338,7 @@ def run_phase(cluster: Cluster, phase: Phase, cases: Sequence[Case]) -> dict[str
                     started = time.monotonic()
                     OUTCOMES[(phase.side, case.name)] = run_on(case, side, clean_up_after=names[job] > 1)
                     RUN_SECONDS[(phase.side, case.name)] = time.monotonic() - started
+                    OPERATOR_LOGS[(phase.side, case.name)] = log
                 finally:
                     with condition:
                         busy.discard(job)
@@ -349,6 +354,8 @@ def run_phase(cluster: Cluster, phase: Phase, cases: Sequence[Case]) -> dict[str
 class Conformance:
     comparison: Comparison
     remaining: list[Difference]
+    logs: dict[str, Path] = field(default_factory=dict)
+    """Side → its operator's log."""
 
 
 def compare_phases(
@@ -365,7 +372,12 @@ def compare_phases(
         )
         remaining = allow_list.apply(reference.side, comparison.differences)
         TOTALS.add(comparison, len(remaining))
-        results[case.name] = Conformance(comparison, remaining)
+        logs = {
+            phase.side: OPERATOR_LOGS[(phase.side, case.name)]
+            for phase in (reference, candidate)
+            if (phase.side, case.name) in OPERATOR_LOGS
+        }
+        results[case.name] = Conformance(comparison, remaining, logs)
     return results
 
 
@@ -399,8 +411,20 @@ def assert_conforms(results: dict[str, Conformance], case: Case, against: str) -
     assert result.comparison.objects > 0
     assert not result.remaining, (
         f"{case.name}: {len(result.remaining)} differences from {against} that docs/migration.md does not "
-        "allow:\n" + "\n".join(f"  {d}" for d in result.remaining)
+        "allow:\n" + "\n".join(f"  {d}" for d in result.remaining) + _quoted_logs(result, case)
     )
+
+
+def _quoted_logs(result: Conformance, case: Case) -> str:
+    """The last lines each side's operator logged about the case's job: a side that stopped short of a state
+    (a peer's job never ``Succeeded`` in one CI run) says why there, and CI keeps only the test's output."""
+    job = case.manifest["metadata"]["name"]
+    quoted = []
+    for side, path in result.logs.items():
+        lines = [line[:400] for line in path.read_text(errors="replace").splitlines() if job in line]
+        quoted.append(f"\n--- {side}'s operator on {job} (last {LOG_LINES_QUOTED} of {len(lines)} lines)")
+        quoted += lines[-LOG_LINES_QUOTED:]
+    return "\n".join(quoted)
 
 
 # --- the operators -----------------------------------------------------------------------------------------

@@ -45,7 +45,7 @@ def trainer_running(cluster: Cluster, feature_gates: Mapping[str, bool]) -> Iter
     """Trainer running with ``feature_gates``, its webhooks serving a fresh namespace, yielded with it; the
     built-in runtimes installed. One module's at a time: two Trainers would both reconcile every TrainJob."""
     phase = Phase("trainer", trainer_crds(), trainer(cluster, feature_gates))
-    with running(cluster, phase) as (namespace, operator):
+    with running(cluster, phase) as (namespace, operator, _log):
         peers.install_trainer_runtimes(cluster.api, binaries.locate().kubectl)
         yield namespace, operator
 

@@ -158,12 +158,13 @@ def _admitted_and_running(api: KubeApi, namespace: str, name: str, held: bool = 
 
 
 def _assert_held(api: KubeApi, namespace: str, name: str) -> None:
-    """Suspended by Kueue (its spec), said so (its condition), its JobSet suspended, no pods."""
-    trainjob = _trainjob(api, namespace, name)
-    assert trainjob["spec"]["suspend"] is True
-    suspended = _condition(trainjob, "Suspended")
-    assert suspended is not None
-    assert (suspended["status"], suspended["reason"]) == ("True", "Suspended")
+    """Suspended by Kueue (its spec), said so (its condition: the operator writes it after it made the
+    suspended JobSet, a moment later under load), its JobSet suspended, no pods."""
+    suspended = eventually(
+        lambda: _trainjob_condition(api, namespace, name, "Suspended", "True"), TIMEOUT, f"{name} Suspended"
+    )
+    assert suspended["reason"] == "Suspended"
+    assert _trainjob(api, namespace, name)["spec"]["suspend"] is True
     jobset = _jobset(api, namespace, name)
     assert jobset is None or jobset["spec"]["suspend"] is True
     assert _pods(api, namespace, name) == []

@@ -65,7 +65,8 @@ def failed_and_cleaned_up(
     def failed() -> bool:
         job = kube_api.get(f"/apis/kubeflow.org/v1/namespaces/{namespace}/pytorchjobs/fails")
         done = any(
-            c["type"] == "Failed" and c["status"] == "True" for c in job["status"].get("conditions", [])
+            c["type"] == "Failed" and c["status"] == "True"
+            for c in (job.get("status") or {}).get("conditions", [])
         )
         return done and not pods(kube_api, namespace)
 
