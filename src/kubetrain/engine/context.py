@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 from kubetrain.api.common import ConditionStatus, ConditionType, JobStatus
 from kubetrain.api.jobs import TrainingJob
 from kubetrain.engine.conditions import set_condition
+from kubetrain.engine.fault_policy import FaultPolicy
+from kubetrain.engine.fault_policy import fault_policy as read_fault_policy
 from kubetrain.engine.types import (
     Action,
     CreateReplica,
@@ -27,6 +29,7 @@ from kubetrain.engine.types import (
     EmitEvent,
     EventType,
     Observation,
+    ObservedNode,
     ObservedReplica,
     Traits,
 )
@@ -60,6 +63,8 @@ class ReconcileContext:
     """What ``engine.diagnosis`` found this round (the reconciler sets it)."""
     disruption_view: DisruptionView | None = None
     """The job's disruptions this round, once ``engine.disruptions`` has looked."""
+    _fault_policy: tuple[TrainingJob, FaultPolicy] | None = None
+    _lost_nodes: dict[str, ObservedNode] | None = None
 
     @classmethod
     def start(
@@ -80,7 +85,22 @@ class ReconcileContext:
     def name(self) -> str:
         return self.job.name
 
+    @property
+    def fault_policy(self) -> FaultPolicy:
+        """The job's annotations read once a reconcile (the rules ask for each replica: 5,000 readings made
+        a third of a big job's reconcile), again only if the job is replaced (by its defaulted form)."""
+        if self._fault_policy is None or self._fault_policy[0] is not self.job:
+            self._fault_policy = (self.job, read_fault_policy(self.job))
+        return self._fault_policy[1]
+
     # --- observation --------------------------------------------------------------------------
+
+    @property
+    def lost_nodes(self) -> dict[str, ObservedNode]:
+        """The observed nodes that stopped reporting or are out of service, by name: looked up per replica."""
+        if self._lost_nodes is None:
+            self._lost_nodes = {node.name: node for node in self.observation.nodes if node.lost}
+        return self._lost_nodes
 
     def observed_by_key(self) -> dict[ReplicaKey, list[ObservedReplica]]:
         grouped: dict[ReplicaKey, list[ObservedReplica]] = defaultdict(list)

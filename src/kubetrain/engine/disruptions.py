@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from kubetrain.api.common import ConditionType
 from kubetrain.engine.conditions import condition_reason
 from kubetrain.engine.context import ReconcileContext, ReplicaKey
-from kubetrain.engine.fault_policy import DISRUPTION_LIMIT_ANNOTATION, fault_policy
+from kubetrain.engine.fault_policy import DISRUPTION_LIMIT_ANNOTATION
 from kubetrain.engine.node_loss import forced_off
 from kubetrain.engine.types import Disruption, EventType, ObservedReplica, Phase
 
@@ -75,7 +75,7 @@ def disruptions(ctx: ReconcileContext) -> DisruptionView:
     """The job's disruptions this round (computed once per reconcile)."""
     if ctx.disruption_view is not None:
         return ctx.disruption_view
-    limit = fault_policy(ctx.job).disruption_limit
+    limit = ctx.fault_policy.disruption_limit
     counted = sum(status.disruptions for status in ctx.status.replica_statuses.values())
     departed: dict[str, int] = defaultdict(int)
     departed_replicas: list[tuple[ObservedReplica, Disruption]] = []
@@ -88,14 +88,15 @@ def disruptions(ctx: ReconcileContext) -> DisruptionView:
     tolerated: dict[ReplicaKey, tuple[ObservedReplica, Disruption]] = {}
     exceeded: list[tuple[ObservedReplica, Disruption]] = []
     room = limit - counted
-    for replica in sorted(ctx.observation.replicas, key=_position(ctx)):
-        if replica.replica_type not in ctx.job.replica_specs or ctx.retried_by_controller(
-            replica.replica_type
-        ):
-            continue
-        disruption = disruption_of(ctx, replica)
-        if disruption is None:
-            continue
+    ending = [
+        (replica, disruption)
+        for replica in ctx.observation.replicas
+        if replica.replica_type in ctx.job.replica_specs
+        and not ctx.retried_by_controller(replica.replica_type)
+        and (disruption := disruption_of(ctx, replica)) is not None
+    ]
+    position = _position(ctx)
+    for replica, disruption in sorted(ending, key=lambda pair: position(pair[0])):
         if room > 0:
             tolerated[(replica.replica_type, replica.index)] = (replica, disruption)
             room -= 1

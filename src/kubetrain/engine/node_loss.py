@@ -23,7 +23,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from kubetrain.engine.context import ReconcileContext
-from kubetrain.engine.fault_policy import NODE_LOSS_TIMEOUT_ANNOTATION, fault_policy
+from kubetrain.engine.fault_policy import NODE_LOSS_TIMEOUT_ANNOTATION
 from kubetrain.engine.types import Disruption, ObservedNode, ObservedReplica, Phase
 
 NODE_LOST = "NodeLost"
@@ -55,14 +55,14 @@ def forced_off(
     replace (unless it is gone already: ``departed``)."""
     if replica.node is None or not ctx.observation.nodes:
         return None
-    node = lost_nodes(ctx.observation.nodes).get(replica.node)
+    node = ctx.lost_nodes.get(replica.node)
     if node is None:
         return None
     if not departed and not replica.terminating and replica.phase in (Phase.SUCCEEDED, Phase.FAILED):
         return None
     if node.out_of_service:
         return Disruption(NODE_OUT_OF_SERVICE, f"node {node.name} is {node_state(node)}")
-    timeout = fault_policy(ctx.job).node_loss_timeout
+    timeout = ctx.fault_policy.node_loss_timeout
     if timeout is None or node.since is None or ctx.now < node.since + timedelta(seconds=timeout):
         return None
     return Disruption(
@@ -72,8 +72,8 @@ def forced_off(
 
 def wake_up_for_node_loss(ctx: ReconcileContext) -> None:
     """Look again when the node-loss timeout of a node the job's replicas are on runs out."""
-    timeout = fault_policy(ctx.job).node_loss_timeout
-    lost = lost_nodes(ctx.observation.nodes)
+    timeout = ctx.fault_policy.node_loss_timeout
+    lost = ctx.lost_nodes
     if timeout is None or not lost:
         return
     on = {replica.node for replica in ctx.observation.replicas if replica.node is not None}

@@ -30,7 +30,7 @@ from kubetrain.api.common import ConditionType, RestartPolicy
 from kubetrain.engine.conditions import condition_reason
 from kubetrain.engine.context import ReconcileContext
 from kubetrain.engine.disruptions import describe, disruption_of, disruptions
-from kubetrain.engine.fault_policy import RESTART_SCOPE_ANNOTATION, RestartScope, fault_policy
+from kubetrain.engine.fault_policy import RESTART_SCOPE_ANNOTATION, RestartScope
 from kubetrain.engine.node_loss import FORCED_REASONS
 from kubetrain.engine.planning import replica_count, replica_policy
 from kubetrain.engine.types import EventType, ObservedReplica, Phase
@@ -72,7 +72,7 @@ class Incident:
 
 
 def job_scope(ctx: ReconcileContext) -> bool:
-    return fault_policy(ctx.job).restart_scope is RestartScope.JOB
+    return ctx.fault_policy.restart_scope is RestartScope.JOB
 
 
 def in_scope(ctx: ReconcileContext, replica: ObservedReplica) -> bool:

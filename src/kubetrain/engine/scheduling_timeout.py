@@ -22,7 +22,7 @@ from kubetrain.api.common import ConditionType
 from kubetrain.engine.completion import expire
 from kubetrain.engine.context import ReconcileContext
 from kubetrain.engine.diagnosis import IMAGE_PULL_REASONS
-from kubetrain.engine.fault_policy import SCHEDULING_TIMEOUT_ANNOTATION, fault_policy
+from kubetrain.engine.fault_policy import SCHEDULING_TIMEOUT_ANNOTATION
 from kubetrain.engine.types import EventType, ObservedReplica, Phase
 
 SCHEDULING_TIMEOUT_REASON = "SchedulingTimeoutExceeded"
@@ -47,7 +47,7 @@ def waiting_for(ctx: ReconcileContext, replica: ObservedReplica) -> tuple[str, s
 def check_scheduling_timeout(ctx: ReconcileContext) -> bool:
     """Fail the job when a pod waited past the timeout; else look again when the first one would. True when it
     failed."""
-    timeout = fault_policy(ctx.job).scheduling_timeout
+    timeout = ctx.fault_policy.scheduling_timeout
     if timeout is None:
         return False
     late: list[tuple[ObservedReplica, tuple[str, str]]] = []
