@@ -377,6 +377,9 @@ def compare_phases(
             for phase in (reference, candidate)
             if (phase.side, case.name) in OPERATOR_LOGS
         }
+        if cluster.envtest.run_dir is not None:
+            # The Job, garbage and TTL controllers act for both sides (a launcher Job's completion).
+            logs["kube-controller-manager"] = cluster.envtest.run_dir / "logs" / "kube-controller-manager.log"
         results[case.name] = Conformance(comparison, remaining, logs)
     return results
 
@@ -416,13 +419,16 @@ def assert_conforms(results: dict[str, Conformance], case: Case, against: str) -
 
 
 def _quoted_logs(result: Conformance, case: Case) -> str:
-    """The last lines each side's operator logged about the case's job: a side that stopped short of a state
-    (a peer's job never ``Succeeded`` in one CI run) says why there, and CI keeps only the test's output."""
+    """The last lines each side's operator (and the controller manager) logged about the case's job: a side
+    that stopped short of a state (a peer's job never ``Succeeded`` in one CI run) says why there, and CI
+    keeps only the test's output."""
     job = case.manifest["metadata"]["name"]
     quoted = []
     for side, path in result.logs.items():
+        if not path.exists():
+            continue
         lines = [line[:400] for line in path.read_text(errors="replace").splitlines() if job in line]
-        quoted.append(f"\n--- {side}'s operator on {job} (last {LOG_LINES_QUOTED} of {len(lines)} lines)")
+        quoted.append(f"\n--- {side} on {job} (last {LOG_LINES_QUOTED} of {len(lines)} lines)")
         quoted += lines[-LOG_LINES_QUOTED:]
     return "\n".join(quoted)
 
