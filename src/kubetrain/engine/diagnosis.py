@@ -149,8 +149,12 @@ def quoted_crash_loops(
 ) -> list[tuple[ObservedReplica, ObservedContainer]]:
     """The containers whose last lines a ``CrashLoop`` finding would quote but that have none yet (no
     termination message, no lines read): what a substrate should read the previous run's log of. At most
-    one per replica type, so a 5,000-worker crash loop costs one log read per restart, not 5,000."""
-    scene = _Scene.of(job, framework, replicas, now, job.status)
+    one per replica type, so a 5,000-worker crash loop costs one log read per restart, not 5,000. Asked on
+    every reconcile: only replicas restarted often enough to loop are looked at."""
+    restarted = [r for r in replicas if any(c.restart_count >= CRASH_LOOP_RESTARTS for c in r.containers)]
+    if not restarted:
+        return []
+    scene = _Scene.of(job, framework, restarted, now, job.status)
     return [
         (replica, container)
         for replica, container in (group[0] for group in _crash_loop_groups(scene).values())
@@ -390,9 +394,10 @@ def _crash_loop_groups(scene: _Scene) -> dict[str, list[tuple[ObservedReplica, O
     """Per replica type, its crash-looping replicas with their looping container, in order."""
     groups: dict[str, list[tuple[ObservedReplica, ObservedContainer]]] = {}
     for replica in scene.live:
-        container = next((c for c in replica.containers if _in_crash_loop(scene, c)), None)
-        if container is not None:
-            groups.setdefault(replica.replica_type, []).append((replica, container))
+        for container in replica.containers:
+            if _in_crash_loop(scene, container):
+                groups.setdefault(replica.replica_type, []).append((replica, container))
+                break
     return groups
 
 

@@ -94,8 +94,9 @@ def _reconcile_type(
     counted = ender is None or replica_type == ender or not _has_ended(observed, ender)
 
     wanted = replica_count(ctx.job, replica_type)
-    existing = {*observed, *(ctx.observation.services or ())}
-    indices = sorted(set(range(wanted)) | {i for (t, i) in existing if t == replica_type})
+    beyond = {i for (t, i) in observed if t == replica_type and i >= wanted}
+    beyond |= {i for (t, i) in ctx.observation.services or () if t == replica_type and i >= wanted}
+    indices = [*range(wanted), *sorted(beyond)]
     seen: list[ObservedPhase] = []
     restarting_together = job_scope(ctx)
     tally = _Tally()

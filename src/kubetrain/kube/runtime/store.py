@@ -75,6 +75,9 @@ class Store:
         self._indexed_labels = tuple(indexed_labels)
         self._objects: dict[str, KubeObject] = {}
         self._by_owner: dict[str, set[str]] = {}
+        self._owned_in_order: dict[str, list[str]] = {}
+        """``by_owner``'s answer's keys, kept until an object joins or leaves the owner (a change of one
+        does neither): sorting a 5,000-pod job's keys was a twentieth of each of its reconciles."""
         self._by_label: dict[str, dict[str, set[str]]] = {label: {} for label in self._indexed_labels}
         self._owner_versions: dict[str, int] = {}
         self._changes = 0
@@ -108,7 +111,10 @@ class Store:
 
     def by_owner(self, uid: str) -> list[KubeObject]:
         """Objects whose controller ownerReference points at ``uid``."""
-        return [self._objects[key] for key in sorted(self._by_owner.get(uid, ()))]
+        keys = self._owned_in_order.get(uid)
+        if keys is None:
+            keys = self._owned_in_order[uid] = sorted(self._by_owner.get(uid, ()))
+        return [self._objects[key] for key in keys]
 
     def owner_version(self, uid: str) -> int:
         """A number that changes whenever an object that ``uid`` controls is added, changed or removed: a
@@ -135,6 +141,7 @@ class Store:
         owners_before = set(self._by_owner)
         self._objects = {}
         self._by_owner = {}
+        self._owned_in_order = {}
         self._by_label = {label: {} for label in self._indexed_labels}
         changes: list[ObjectChange] = []
         for obj in objects:
@@ -167,7 +174,7 @@ class Store:
         if old is not None:
             if resource_version(old) == version:
                 return None
-            self._remove(key, old)
+            self._remove(key, old, staying_with=controller_uid(obj))
         self._insert(key, obj)
         return ObjectChange(ChangeType.ADDED if old is None else ChangeType.MODIFIED, old, obj)
 
@@ -175,7 +182,10 @@ class Store:
         self._objects[key] = obj
         owner = controller_uid(obj)
         if owner is not None:
-            self._by_owner.setdefault(owner, set()).add(key)
+            owned = self._by_owner.setdefault(owner, set())
+            if key not in owned:
+                owned.add(key)
+                self._owned_in_order.pop(owner, None)
             self._changed(owner)
         labels = (obj.get("metadata") or {}).get("labels") or {}
         for label, index in self._by_label.items():
@@ -183,11 +193,14 @@ class Store:
             if value is not None:
                 index.setdefault(str(value), set()).add(key)
 
-    def _remove(self, key: str, obj: KubeObject) -> None:
+    def _remove(self, key: str, obj: KubeObject, staying_with: str | None = None) -> None:
+        """``staying_with``: the owner of the object replacing it (a change, not a deletion): it stays in that
+        owner's index."""
         del self._objects[key]
         owner = controller_uid(obj)
-        if owner is not None:
+        if owner is not None and owner != staying_with:
             _discard(self._by_owner, owner, key)
+            self._owned_in_order.pop(owner, None)
             if owner in self._by_owner:
                 self._changed(owner)
             else:
