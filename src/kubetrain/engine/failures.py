@@ -197,9 +197,9 @@ def observed_failures(
 def _failure_of(
     job: TrainingJob, framework: Framework[Any], replica: ObservedReplica, now: datetime
 ) -> ReplicaFailure | None:
-    ended = [c for c in replica.containers if _failed(c)]
-    if not ended and replica.phase is not Phase.FAILED:
+    if replica.phase is not Phase.FAILED and not any(map(_failed, replica.containers)):
         return None  # the common case, on every reconcile of a big job: nothing to name
+    ended = [c for c in replica.containers if _failed(c)]
     pod = framework.pod_name(job, replica.replica_type, replica.index)
     if ended:
         container = max(ended, key=lambda c: (c.last_finished_at is not None, c.last_finished_at or now))
