@@ -7,6 +7,7 @@ one container named after the framework's default container (``pytorch``), image
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from typer.testing import CliRunner
@@ -14,8 +15,20 @@ from typer.testing import CliRunner
 from kubetrain.api.common import ReplicaStatus
 from kubetrain.api.jobs import V1, TrainingJob
 from kubetrain.api.manifest import parse_job
-from kubetrain.frameworks.base import ObservedPhase, StatusContext
+from kubetrain.frameworks.base import StatusContext
 from kubetrain.frameworks.registry import framework_for_kind
+
+
+@dataclass(frozen=True)
+class ObservedPhase:
+    """A replica as the frameworks' status rules see it (``ReplicaPhase``), on its own."""
+
+    replica_type: str
+    index: int
+    phase: str
+    exit_code: int | None = None
+    reason: str | None = None
+    message: str | None = None
 
 
 def container(name: str, image: str = "busybox", **extra: Any) -> dict[str, Any]:

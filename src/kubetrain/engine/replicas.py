@@ -31,7 +31,7 @@ from kubetrain.engine.restart_scope import (
     restarted_after_failure,
 )
 from kubetrain.engine.types import EventType, ObservedReplica, Phase
-from kubetrain.frameworks.base import ObservedPhase
+from kubetrain.frameworks.base import ReplicaPhase
 
 __all__ = ["UNKNOWN_EXIT_CODE", "force_stuck_replicas", "is_retryable", "reconcile_replicas"]
 
@@ -51,11 +51,11 @@ def force_stuck_replicas(ctx: ReconcileContext) -> None:
             ctx.wake_up_in((stuck_at - ctx.now).total_seconds())
 
 
-def reconcile_replicas(ctx: ReconcileContext) -> list[ObservedPhase]:
+def reconcile_replicas(ctx: ReconcileContext) -> list[ReplicaPhase]:
     """Actions and replica counts for every materialised type; returns what the status rules see."""
     observed = ctx.observed_by_key()
     materialised = ctx.framework.materialised_replica_types(ctx.job, ctx.traits.colocated)
-    seen: list[ObservedPhase] = []
+    seen: list[ReplicaPhase] = []
     holding = restart_in_progress(ctx)
     for replica_type in materialised:
         seen.extend(_reconcile_type(ctx, replica_type, observed, holding))
@@ -75,7 +75,7 @@ def _reconcile_type(
     replica_type: str,
     observed: dict[tuple[str, int], list[ObservedReplica]],
     holding: bool,
-) -> list[ObservedPhase]:
+) -> list[ReplicaPhase]:
     """``holding``: a job restart is under way (restart scope Job), so nothing is created."""
     previous = ctx.status.replica_statuses.get(replica_type)
     view = disruptions(ctx)
@@ -97,7 +97,7 @@ def _reconcile_type(
     beyond = {i for (t, i) in observed if t == replica_type and i >= wanted}
     beyond |= {i for (t, i) in ctx.observation.services or () if t == replica_type and i >= wanted}
     indices = [*range(wanted), *sorted(beyond)]
-    seen: list[ObservedPhase] = []
+    seen: list[ReplicaPhase] = []
     restarting_together = job_scope(ctx)
     tally = _Tally()
     for index in indices:
@@ -128,11 +128,7 @@ def _reconcile_type(
                 # failure nor a success of this run.
                 tally.count(replica)
             _warn_if_abnormal(ctx, replica)
-            seen.append(
-                ObservedPhase(
-                    replica_type, index, replica.phase, replica.exit_code, replica.reason, replica.message
-                )
-            )
+            seen.append(replica)
             if (
                 replica.phase is Phase.FAILED
                 and not replica.terminating

@@ -44,20 +44,29 @@ class EnvTarget(Enum):
     FIRST_CONTAINER = "first"
 
 
-@dataclass(frozen=True)
-class ObservedPhase:
-    """What the status rules may look at for one replica (a pod, or a local process)."""
+class ReplicaPhase(Protocol):
+    """What the status rules may look at for one replica (a pod, or a local process): the engine hands them
+    its observations as they are (a 5,000-replica job's reconcile made a copy of each, 5 % of its CPU)."""
 
-    replica_type: str
-    index: int
-    phase: str
-    """``Pending`` | ``Running`` | ``Succeeded`` | ``Failed`` | ``Unknown`` (Kubernetes pod phases)."""
-    exit_code: int | None = None
-    """Exit code of the framework's default container, when it has terminated."""
-    reason: str | None = None
-    """Pod ``status.reason`` (``Evicted``, ...)."""
-    message: str | None = None
-    """Why it failed, in words, when its controller says (a batch Job's ``Failed`` condition)."""
+    @property
+    def replica_type(self) -> str: ...
+    @property
+    def index(self) -> int: ...
+    @property
+    def phase(self) -> str:
+        """``Pending`` | ``Running`` | ``Succeeded`` | ``Failed`` | ``Unknown`` (Kubernetes pod phases)."""
+
+    @property
+    def exit_code(self) -> int | None:
+        """Exit code of the framework's default container, when it has terminated."""
+
+    @property
+    def reason(self) -> str | None:
+        """Pod ``status.reason`` (``Evicted``, ...)."""
+
+    @property
+    def message(self) -> str | None:
+        """Why it failed, in words, when its controller says (a batch Job's ``Failed`` condition)."""
 
 
 @dataclass(frozen=True)
@@ -125,7 +134,7 @@ class StatusContext:
     (some rules look at them: TF keeps an existing Restarting, XGBoost adds Running only once)."""
     replica_statuses: Mapping[str, ReplicaStatus]
     """This round's counts per replica type (active = running, succeeded, failed)."""
-    replicas: Sequence[ObservedPhase]
+    replicas: Sequence[ReplicaPhase]
     colocated: bool
     """Local substrate: replica types the framework does not materialise are not observed."""
     retried_by_controller: frozenset[str] = frozenset()

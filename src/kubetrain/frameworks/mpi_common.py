@@ -9,7 +9,7 @@ from kubetrain.api.common import ReplicaSpec, RestartPolicy
 from kubetrain.api.defaults import template_containers
 from kubetrain.api.jobs import TrainingJob
 from kubetrain.frameworks.addressing import replica_name
-from kubetrain.frameworks.base import EnvTarget, Framework, ObservedPhase
+from kubetrain.frameworks.base import EnvTarget, Framework, ReplicaPhase
 
 LAUNCHER = "Launcher"
 WORKER = "Worker"
@@ -56,11 +56,11 @@ def container_env_names(spec: ReplicaSpec | None, index: int = 0) -> set[str]:
     return {str(e.get("name")) for e in containers[index].get("env") or [] if isinstance(e, dict)}
 
 
-def observed(replicas: Sequence[ObservedPhase], replica_type: str) -> list[ObservedPhase]:
+def observed(replicas: Sequence[ReplicaPhase], replica_type: str) -> list[ReplicaPhase]:
     return [r for r in replicas if r.replica_type == replica_type]
 
 
-def evicted_workers_message(workers: Sequence[ObservedPhase]) -> str | None:
+def evicted_workers_message(workers: Sequence[ReplicaPhase]) -> str | None:
     """``<n>/<total> workers are evicted`` when any worker pod was evicted."""
     evicted = sum(1 for w in workers if w.reason == EVICTED)
     return f"{evicted}/{len(workers)} workers are evicted" if evicted else None

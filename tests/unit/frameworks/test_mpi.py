@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from builders import container, counted, defaulted, manifest, status_context
+from builders import ObservedPhase, container, counted, defaulted, manifest, status_context
 from kubetrain.api.common import CleanPodPolicy, RestartPolicy
 from kubetrain.api.jobs import MPIJob
 from kubetrain.api.manifest import parse_job
 from kubetrain.frameworks.addressing import ClusterAddressing, LocalAddressing
-from kubetrain.frameworks.base import ConditionProposal, InitSettings, ObservedPhase, StatusEvent
+from kubetrain.frameworks.base import ConditionProposal, InitSettings, StatusEvent
 from kubetrain.frameworks.mpi import MPIFramework
 
 MPI = MPIFramework()

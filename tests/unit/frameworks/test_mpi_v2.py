@@ -7,13 +7,12 @@ from typing import Any
 
 import pytest
 
-from builders import counted, defaulted, status_context
+from builders import ObservedPhase, counted, defaulted, status_context
 from kubetrain.api.common import CleanPodPolicy, RestartPolicy
 from kubetrain.api.errors import InvalidJobError
 from kubetrain.api.jobs import V2BETA1, LauncherCreationPolicy, MPIImplementation, MPIJobV2
 from kubetrain.engine.admission import admit
 from kubetrain.frameworks.addressing import ClusterAddressing, LocalAddressing
-from kubetrain.frameworks.base import ObservedPhase
 from kubetrain.frameworks.mpi_v2 import MPIV2Framework
 
 MPI = MPIV2Framework()

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from builders import container, counted, defaulted, status_context
+from builders import ObservedPhase, container, counted, defaulted, status_context
 from kubetrain.api.common import ConditionStatus, ConditionType, JobCondition, JobStatus, RestartPolicy
 from kubetrain.api.jobs import SuccessPolicy, TFJob
 from kubetrain.frameworks.addressing import Addressing, ClusterAddressing, LocalAddressing
-from kubetrain.frameworks.base import EnvTarget, ObservedPhase
+from kubetrain.frameworks.base import EnvTarget
 from kubetrain.frameworks.tensorflow import TensorFlowFramework
 
 TF = TensorFlowFramework()
