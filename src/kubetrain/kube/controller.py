@@ -215,7 +215,8 @@ class JobController:
             await self._reject(key, stored, error)
             return None
         uid = str(job.metadata.uid or "")
-        pods = self._children.pods.by_owner(uid)
+        big = len(self._children.pods.owned_keys(uid)) >= REMEMBERED_FROM_PODS
+        pods = [] if big else self._children.pods.by_owner(uid)
         services = self._children.services.by_owner(uid) if self.framework.per_replica_services else None
         gang = self._traits.gang_scheduler is not None
         pod_group = self._children.pod_groups.get(key) if gang and self._children.pod_groups else None
@@ -226,8 +227,10 @@ class JobController:
         batch_jobs = self._children.batch_jobs.by_owner(uid) if self._children.batch_jobs else []
         runs = [(batch_job, self._children.pods.by_owner(_uid(batch_job))) for batch_job in batch_jobs]
         remembered = None
-        if len(pods) >= REMEMBERED_FROM_PODS:
+        observed_pods = None
+        if big:
             remembered = self._remembered.setdefault(key, ChildObservations())
+            observed_pods = remembered.observe_owned_pods(self._children.pods, uid, job, self.framework)
         else:
             self._remembered.pop(key, None)
         departed = [pod for pod in self._departed.get(key, ()) if _owned_by(pod, uid)]
@@ -244,11 +247,12 @@ class JobController:
             services_version=self._children.services.owner_version(uid),
             nodes=nodes.get if nodes is not None else None,
             departed=departed,
+            observed_pods=observed_pods,
         )
         if autoscalers is not None:
             observation = replace(observation, autoscaler=autoscaler is not None)
         now = datetime.now(UTC)
-        observation = self._with_crash_output(key, job, observation, pods, now)
+        observation = self._with_crash_output(key, job, observation, now)
 
         decision = reconcile(job, observation, now, self._traits, self.framework)
         planned = decision.admitted or job  # not admitted: nothing will be planned from it
@@ -327,7 +331,7 @@ class JobController:
             return FAILURE_RECORD_RETRY
 
     def _with_crash_output(
-        self, key: str, job: TrainingJob, observation: Observation, pods: list[KubeObject], now: datetime
+        self, key: str, job: TrainingJob, observation: Observation, now: datetime
     ) -> Observation:
         """The observation with the last lines of the crash-looping containers a finding quotes, once read
         (the read runs in the background; the job is reconciled again when its lines are in)."""
@@ -336,6 +340,7 @@ class JobController:
         wanted = quoted_crash_loops(job, self.framework, observation.replicas, now)
         if not wanted:
             return observation
+        pods = self._children.pods.by_owner(str(job.metadata.uid or ""))
         by_identity = {replica_identity(pod, job, self.framework): pod for pod in pods}
         lines: dict[ContainerKey, str] = {}
         for replica, container in wanted:

@@ -27,6 +27,7 @@ from kubetrain.engine.types import (
 from kubetrain.frameworks.base import Framework
 from kubetrain.kube.batch_jobs import batch_job_template
 from kubetrain.kube.render import SCHEDULER_PLUGINS_POD_GROUP_LABEL, VOLCANO_GROUP_NAME_ANNOTATION
+from kubetrain.kube.runtime.store import Store
 
 KubeObject = Mapping[str, Any]
 
@@ -339,11 +340,21 @@ class ChildObservations:
     reconcile's CPU (``bench/reconcile_curve.py``: 5,000 replicas); once they were remembered, reading the
     5,000 services' identities from their labels was three quarters of what observing cost. With this, only
     the children that changed are read again. Each reconcile keeps the answers for the children it saw, so a
-    deleted child's answer goes with the next reconcile."""
+    deleted child's answer goes with the next reconcile.
+
+    ``observe_owned_pods`` goes further: reading the pods from their cache, it asks the cache which changed
+    since the last reconcile and looks at those alone, so a reconcile's observing costs what changed, not the
+    job's size (the pass over 5,000 pods to find the one that changed was a seventh of a reconcile)."""
 
     def __init__(self) -> None:
         self._spec: tuple[Any, Any] | None = None
         self._answers: dict[str, tuple[str, ObservedReplica | None]] = {}
+        self._owned: list[str] | None = None
+        """The pods' keys ``observe_owned_pods`` last read (``Store.owned_keys``: the same list while no pod
+        joins or leaves), with their observations in that order, and the cache's cursor then."""
+        self._owned_observed: list[ObservedReplica | None] = []
+        self._owned_positions: dict[str, int] = {}
+        self._cursor: int | None = None
         self._service_spec: tuple[Any, Any] | None = None
         self._identities: dict[str, tuple[str, tuple[str, int] | None]] = {}
         self._services_seen: tuple[int, frozenset[tuple[str, int]]] | None = None
@@ -376,6 +387,45 @@ class ChildObservations:
             observed.append(replica)
         self._spec, self._answers = spec, answers
         return observed
+
+    def observe_owned_pods(
+        self,
+        store: Store,
+        uid: str,
+        job: TrainingJob,
+        framework: Framework[Any],
+    ) -> list[ObservedReplica | None]:
+        """``observe_pods`` of the pods ``uid`` controls in ``store``, in ``Store.by_owner``'s order; when
+        the same pods as last time are there and the job's spec is the same, only those changed since are
+        looked at."""
+        types = canonical_types(job, framework)
+        keys = store.owned_keys(uid)
+        changed, cursor = store.changes_since(uid, self._cursor)
+        same = keys is self._owned and (job.metadata.uid, job.metadata.generation) == self._spec
+        self._cursor = cursor
+        if not same or changed is None:
+            observed = self.observe_pods((store.get(key) or {} for key in keys), job, framework, types)
+            self._owned, self._owned_observed = keys, observed
+            self._owned_positions = {key: position for position, key in enumerate(keys)}
+            return list(observed)
+        for key in dict.fromkeys(changed):
+            pod = store.get(key)
+            position = self._owned_positions.get(key)
+            if pod is None or position is None:  # cannot be with the same keys; never trust it
+                self._owned = None
+                return self.observe_owned_pods(store, uid, job, framework)
+            self._owned_observed[position] = self._observe_one(pod, job, framework, types)
+        return list(self._owned_observed)
+
+    def _observe_one(
+        self, pod: KubeObject, job: TrainingJob, framework: Framework[Any], types: Mapping[str, str]
+    ) -> ObservedReplica | None:
+        metadata = pod.get("metadata") or _EMPTY
+        uid, version = metadata.get("uid"), metadata.get("resourceVersion")
+        replica = observe_pod(pod, job, framework, types)
+        if uid and version:
+            self._answers[uid] = (version, replica)
+        return replica
 
     def service_identities(
         self,
@@ -429,19 +479,22 @@ def observe(
     services_version: int | None = None,
     nodes: NodeLookup | None = None,
     departed: Iterable[KubeObject] = (),
+    observed_pods: Sequence[ObservedReplica | None] | None = None,
 ) -> Observation:
     """The job's children as the engine sees them; ``pods``/``services`` are the job's owned children,
     ``batch_jobs`` its owned batch/v1 Jobs, each with the pods it owns; ``remembered`` the job's pods'
     observations and services' identities from its last reconcile, if kept, and ``services_version`` the
     services' ``Store.owner_version`` (``ChildObservations.service_identities``); ``nodes`` the cached nodes
     by name (None: not watched); ``departed`` the last state of the job's disrupted pods deleted since its
-    last reconcile."""
+    last reconcile; ``observed_pods`` the pods' observations when made already
+    (``ChildObservations.observe_owned_pods``): ``pods`` are not looked at then."""
     types = canonical_types(job, framework)  # once, not once per child
-    observed = (
-        remembered.observe_pods(pods, job, framework, types)
-        if remembered is not None
-        else [observe_pod(pod, job, framework, types) for pod in pods]
-    )
+    if observed_pods is not None:
+        observed: Sequence[ObservedReplica | None] = observed_pods
+    elif remembered is not None:
+        observed = remembered.observe_pods(pods, job, framework, types)
+    else:
+        observed = [observe_pod(pod, job, framework, types) for pod in pods]
     replicas = tuple(replica for replica in observed if replica is not None)
     replicas += tuple(
         replica

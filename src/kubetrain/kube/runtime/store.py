@@ -79,6 +79,8 @@ class Store:
         """``by_owner``'s answer's keys, kept until an object joins or leaves the owner (a change of one
         does neither): sorting a 5,000-pod job's keys was a twentieth of each of its reconciles."""
         self._by_label: dict[str, dict[str, set[str]]] = {label: {} for label in self._indexed_labels}
+        self._change_logs: dict[str, _ChangeLog] = {}
+        """Per owner someone asked ``changes_since`` about, the keys of its objects as they changed."""
         self._owner_versions: dict[str, int] = {}
         self._changes = 0
         self.resource_version: str | None = None
@@ -111,10 +113,30 @@ class Store:
 
     def by_owner(self, uid: str) -> list[KubeObject]:
         """Objects whose controller ownerReference points at ``uid``."""
+        return [self._objects[key] for key in self.owned_keys(uid)]
+
+    def owned_keys(self, uid: str) -> list[str]:
+        """The keys of the objects ``uid`` controls, sorted: the same list, not to be changed, for as long as
+        none joins or leaves (a reader may tell by its identity)."""
         keys = self._owned_in_order.get(uid)
         if keys is None:
             keys = self._owned_in_order[uid] = sorted(self._by_owner.get(uid, ()))
-        return [self._objects[key] for key in keys]
+        return keys
+
+    def changes_since(self, uid: str, cursor: int | None) -> tuple[list[str] | None, int]:
+        """The keys of ``uid``'s objects added, changed or removed since ``cursor`` (in order, repeats
+        kept), and the cursor to ask with next time; None when they are not known (the first question, a
+        cursor too old for the log, a re-list): the reader then reads every object again. The log is kept
+        only for owners asked about, up to a bound after which its oldest half goes."""
+        log = self._change_logs.get(uid)
+        if log is None:
+            # Numbered from the store's count of changes: no cursor into an earlier log of this owner (gone
+            # with its objects, or with a re-list) falls inside this one.
+            log = self._change_logs[uid] = _ChangeLog(start=self._changes)
+            return None, log.end
+        if cursor is None or not log.start <= cursor <= log.end:
+            return None, log.end
+        return log.keys[cursor - log.start :], log.end
 
     def owner_version(self, uid: str) -> int:
         """A number that changes whenever an object that ``uid`` controls is added, changed or removed: a
@@ -142,6 +164,7 @@ class Store:
         self._objects = {}
         self._by_owner = {}
         self._owned_in_order = {}
+        self._change_logs = {}  # what changed in the gap is not known: readers read everything again
         self._by_label = {label: {} for label in self._indexed_labels}
         changes: list[ObjectChange] = []
         for obj in objects:
@@ -186,7 +209,7 @@ class Store:
             if key not in owned:
                 owned.add(key)
                 self._owned_in_order.pop(owner, None)
-            self._changed(owner)
+            self._changed(owner, key)
         labels = (obj.get("metadata") or {}).get("labels") or {}
         for label, index in self._by_label.items():
             value = labels.get(label)
@@ -202,18 +225,45 @@ class Store:
             _discard(self._by_owner, owner, key)
             self._owned_in_order.pop(owner, None)
             if owner in self._by_owner:
-                self._changed(owner)
+                self._changed(owner, key)
             else:
                 self._owner_versions.pop(owner, None)
+                self._change_logs.pop(owner, None)
         labels = (obj.get("metadata") or {}).get("labels") or {}
         for label, index in self._by_label.items():
             value = labels.get(label)
             if value is not None:
                 _discard(index, str(value), key)
 
-    def _changed(self, owner: str) -> None:
+    def _changed(self, owner: str, key: str) -> None:
         self._changes += 1
         self._owner_versions[owner] = self._changes
+        log = self._change_logs.get(owner)
+        if log is not None:
+            log.append(key, bound=max(CHANGE_LOG_MIN_BOUND, 2 * len(self._by_owner.get(owner, ()))))
+
+
+CHANGE_LOG_MIN_BOUND = 1024
+"""Keys an owner's change log holds at least before it drops its oldest half: a reader that falls that far
+behind reads every object again, which costs what it would have without the log."""
+
+
+class _ChangeLog:
+    def __init__(self, start: int) -> None:
+        self.keys: list[str] = []
+        self.start = start
+        """The cursor of ``keys[0]``."""
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.keys)
+
+    def append(self, key: str, bound: int) -> None:
+        self.keys.append(key)
+        if len(self.keys) > bound:
+            half = len(self.keys) // 2
+            del self.keys[:half]
+            self.start += half
 
 
 def _discard(index: dict[str, set[str]], value: str, key: str) -> None:

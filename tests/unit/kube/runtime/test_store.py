@@ -6,7 +6,14 @@ from typing import Any
 
 import pytest
 
-from kubetrain.kube.runtime.store import ChangeType, KubeObject, Store, controller_reference, object_key
+from kubetrain.kube.runtime.store import (
+    CHANGE_LOG_MIN_BOUND,
+    ChangeType,
+    KubeObject,
+    Store,
+    controller_reference,
+    object_key,
+)
 
 JOB_LABEL = "training.kubeflow.org/job-name"
 
@@ -185,3 +192,58 @@ def test_a_relist_changes_the_version_of_every_owner_it_touches() -> None:
     store.replace([pod("a-0", owner="job-a", version="2")], "6")
     assert store.owner_version("job-a") != a
     assert store.owner_version("job-b") == 0 != b, "an owner left with nothing reads as never seen"
+
+
+def test_an_owners_keys_are_the_same_list_while_none_joins_or_leaves() -> None:
+    store = Store()
+    store.apply(ChangeType.ADDED, pod("a-1", owner="job-a"))
+    store.apply(ChangeType.ADDED, pod("a-0", owner="job-a"))
+    keys = store.owned_keys("job-a")
+    store.apply(ChangeType.MODIFIED, pod("a-0", owner="job-a", version="2"))
+    assert store.owned_keys("job-a") is keys == ["ns/a-0", "ns/a-1"]
+    store.apply(ChangeType.ADDED, pod("a-2", owner="job-a"))
+    assert store.owned_keys("job-a") == ["ns/a-0", "ns/a-1", "ns/a-2"]
+    assert keys == ["ns/a-0", "ns/a-1"], "the list handed out earlier is not changed"
+
+
+def test_an_owners_changes_are_unknown_until_asked_about_then_listed_in_order() -> None:
+    store = Store()
+    store.apply(ChangeType.ADDED, pod("a-0", owner="job-a"))
+    changed, cursor = store.changes_since("job-a", None)
+    assert changed is None
+    store.apply(ChangeType.MODIFIED, pod("a-0", owner="job-a", version="2"))
+    store.apply(ChangeType.ADDED, pod("b-0", owner="job-b"))
+    store.apply(ChangeType.ADDED, pod("a-1", owner="job-a"))
+    store.apply(ChangeType.DELETED, pod("a-0", owner="job-a", version="3"))
+    changed, cursor = store.changes_since("job-a", cursor)
+    assert changed == ["ns/a-0", "ns/a-1", "ns/a-0"]
+    assert store.changes_since("job-a", cursor) == ([], cursor)
+
+
+def test_after_a_relist_an_owners_changes_are_unknown() -> None:
+    store = Store()
+    store.apply(ChangeType.ADDED, pod("a-0", owner="job-a"))
+    _, cursor = store.changes_since("job-a", None)
+    store.replace([pod("a-0", owner="job-a", version="2")], "5")
+    assert store.changes_since("job-a", cursor)[0] is None
+
+
+def test_a_cursor_into_an_owners_earlier_log_reads_as_unknown() -> None:
+    # Every pod of the job deleted (a suspension), then made again: the old cursor must not alias the new log.
+    store = Store()
+    store.apply(ChangeType.ADDED, pod("a-0", owner="job-a"))
+    _, cursor = store.changes_since("job-a", None)
+    for version in range(2, 6):
+        store.apply(ChangeType.MODIFIED, pod("a-0", owner="job-a", version=str(version)))
+    store.apply(ChangeType.DELETED, pod("a-0", owner="job-a", version="6"))
+    store.apply(ChangeType.ADDED, pod("a-0", owner="job-a", version="7"))
+    assert store.changes_since("job-a", cursor)[0] is None
+
+
+def test_a_reader_too_far_behind_its_owners_bounded_log_reads_as_unknown() -> None:
+    store = Store()
+    store.apply(ChangeType.ADDED, pod("a-0", owner="job-a"))
+    _, cursor = store.changes_since("job-a", None)
+    for version in range(2, CHANGE_LOG_MIN_BOUND + 3):
+        store.apply(ChangeType.MODIFIED, pod("a-0", owner="job-a", version=str(version)))
+    assert store.changes_since("job-a", cursor)[0] is None

@@ -12,6 +12,7 @@ from kubetrain.engine.types import Phase
 from kubetrain.frameworks.registry import framework_for
 from kubetrain.kube import observe as observing
 from kubetrain.kube.observe import ChildObservations, observe
+from kubetrain.kube.runtime.store import ChangeType, Store
 
 PYTORCH = job("PyTorchJob", {"Master": 1, "Worker": 2})
 FRAMEWORK = framework_for(PYTORCH)
@@ -94,6 +95,64 @@ def test_a_deleted_pods_observation_is_not_kept(observed_pods: list[str]) -> Non
     assert observed_pods == ["j-worker-1"], (
         "observed again: its answer went with the reconcile that missed it"
     )
+
+
+OWNER = PYTORCH.model_copy(deep=True)
+OWNER.metadata.uid = "uid-j"
+
+
+def owned(pod_: dict[str, Any]) -> dict[str, Any]:
+    """The pod as the job's controller owns it (the cache indexes it by its owner)."""
+    owner = {"uid": OWNER.metadata.uid, "controller": True, "kind": "PyTorchJob"}
+    return {**pod_, "metadata": {**pod_["metadata"], "namespace": "ns", "ownerReferences": [owner]}}
+
+
+def cached(pods: list[dict[str, Any]]) -> Store:
+    store = Store()
+    for pod_ in pods:
+        store.apply(ChangeType.ADDED, owned(pod_))
+    return store
+
+
+def observed_from(store: Store, remembered: ChildObservations) -> list[Any]:
+    return remembered.observe_owned_pods(store, "uid-j", OWNER, FRAMEWORK)
+
+
+def test_pods_read_from_their_cache_are_observed_as_afresh() -> None:
+    store = cached(PODS)
+    remembered = ChildObservations()
+    observed_from(store, remembered)
+    store.apply(ChangeType.MODIFIED, owned(pod("worker", 1, "2", phase="Failed")))
+
+    afresh = observe(OWNER, FRAMEWORK, store.by_owner("uid-j"), None).replicas
+    assert len(afresh) == len(PODS)
+    assert observed_from(store, remembered) == list(afresh)
+
+
+def test_only_the_pods_their_cache_says_changed_are_observed_again(observed_pods: list[str]) -> None:
+    store = cached(PODS)
+    remembered = ChildObservations()
+    observed_from(store, remembered)
+    store.apply(ChangeType.MODIFIED, owned(pod("worker", 0, "2", phase="Failed")))
+    observed_pods.clear()
+
+    observation = observed_from(store, remembered)
+
+    assert observed_pods == ["j-worker-0"]
+    assert [replica.phase for replica in observation] == [Phase.RUNNING, Phase.FAILED, Phase.RUNNING]
+
+
+def test_a_pod_joining_observes_the_pods_afresh_from_what_was_kept(observed_pods: list[str]) -> None:
+    store = cached(PODS[:2])
+    remembered = ChildObservations()
+    observed_from(store, remembered)
+    store.apply(ChangeType.ADDED, owned(PODS[2]))
+    observed_pods.clear()
+
+    observation = observed_from(store, remembered)
+
+    assert observed_pods == ["j-worker-1"], "the others' answers are kept by their resourceVersion"
+    assert [(r.replica_type, r.index) for r in observation] == [("Master", 0), ("Worker", 0), ("Worker", 1)]
 
 
 def service(replica_type: str, index: int, version: str) -> dict[str, Any]:
