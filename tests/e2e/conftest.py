@@ -40,9 +40,11 @@ def _say(message: str) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # The node lifecycle test starts and stops a node of its own: it must run before the session's node
-    # starts (one real node per machine), so it goes first whatever the file order.
-    items.sort(key=lambda item: item.path.name != "test_node_lifecycle.py")
+    # The node lifecycle test and the two-node tests start and stop nodes of their own: they must run before
+    # the session's node starts (one real-node cluster per machine), so they go first whatever the file
+    # order.
+    first = ("test_node_lifecycle.py", "test_two_nodes.py")
+    items.sort(key=lambda item: first.index(item.path.name) if item.path.name in first else len(first))
     reasons = realnode.cannot_run_reasons()
     if not reasons:
         return
