@@ -11,7 +11,11 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import secrets
+import signal
+import subprocess
+import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +23,7 @@ from typing import Any
 
 import psutil
 import pytest
+import yaml
 
 from e2e.realpods import RealCluster, pod, scratch_namespace, wait_for_phase, wait_until
 from kubetrain.envtest import controlplane, realnode
@@ -177,3 +182,148 @@ def test_node_stop_is_a_node_loss_and_node_start_brings_it_back_ready(
     assert _ready(api, lost) == "True"
     # The kubelet back finds its pod's sandbox dead and runs the pod again (restartPolicy Always).
     wait_until(f"the sleeper on {lost.name} running again", lambda: _processes_with(markers[lost.name]))
+
+
+# --- PyTorchJobs across the two nodes, under an operator on the host -------------------------------------
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "pytorch-ddp" / "job.yaml"
+CRD = Path(__file__).resolve().parents[2] / "manifests" / "crds" / "kubeflow.org_pytorchjobs.yaml"
+BUSYBOX = "localhost/kubetrain/busybox:1.35"
+JOB = "pytorch-ddp"
+JOB_TIMEOUT_SECONDS = 600.0
+PYTORCHJOBS = "/apis/kubeflow.org/v1/namespaces/{namespace}/pytorchjobs"
+
+
+@pytest.fixture(scope="module")
+def host_operator(two_nodes: RealCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
+    """This checkout's operator as a host process (the admin kubeconfig), PyTorchJobs only: what these tests
+    prove is the pods' placement and the node-loss handling, not the in-cluster install the session's tests
+    cover; no operator image to build or import into two nodes."""
+    for node in NODES:
+        realnode.load_images(node.paths(two_nodes.run_dir), ["pytorch", "busybox"])
+    applied = two_nodes.kubectl("apply", "--server-side", "-f", str(CRD))
+    assert applied.returncode == 0, applied.stderr
+    log_path = tmp_path_factory.mktemp("host-operator") / "operator.log"
+    command = [
+        str(Path(sys.executable).with_name("kubetrain")),
+        "operator",
+        "--kubeconfig",
+        str(two_nodes.kubeconfig),
+        "--enable-scheme",
+        "pytorchjob",
+        "--metrics-bind-address",
+        "0",
+        "--health-probe-bind-address",
+        "0",
+        f"--pytorch-init-container-image={BUSYBOX}",
+    ]
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
+    try:
+        yield two_nodes
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+        print(f"--- {log_path.name}\n{log_path.read_text(errors='replace')[-4000:]}")
+
+
+def _ddp_job(steps: int, annotations: dict[str, str]) -> dict[str, Any]:
+    """The DDP example with its master on real-node-0 and its two workers one per node (a hard topology
+    spread that ignores tainted nodes, so a lost node's worker is replaced on the node left)."""
+    job: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text())
+    job["metadata"]["annotations"] = annotations
+    for kind, spec in job["spec"]["pytorchReplicaSpecs"].items():
+        pod_spec = spec["template"]["spec"]
+        pod_spec["containers"][0]["args"] = ["--steps", str(steps), "--checkpoint-dir", "/tmp/checkpoints"]
+        if kind == "Master":
+            pod_spec["nodeSelector"] = {"kubernetes.io/hostname": NODES[0].name}
+        else:
+            spec["template"].setdefault("metadata", {})["labels"] = {"spread": "workers"}
+            pod_spec["topologySpreadConstraints"] = [
+                {
+                    "maxSkew": 1,
+                    "topologyKey": "kubernetes.io/hostname",
+                    "whenUnsatisfiable": "DoNotSchedule",
+                    "nodeTaintsPolicy": "Honor",
+                    "labelSelector": {"matchLabels": {"spread": "workers"}},
+                }
+            ]
+    return job
+
+
+def _job_pods(cluster: RealCluster, namespace: str) -> dict[str, dict[str, Any]]:
+    selector = {"labelSelector": f"training.kubeflow.org/job-name={JOB}"}
+    pods = cluster.api.get(f"/api/v1/namespaces/{namespace}/pods", selector)["items"]
+    return {p["metadata"]["name"]: p for p in pods}
+
+
+def _outcome(cluster: RealCluster, namespace: str) -> str | None:
+    job = cluster.api.get(f"{PYTORCHJOBS.format(namespace=namespace)}/{JOB}")
+    conditions = job.get("status", {}).get("conditions") or []
+    done = [c["type"] for c in conditions if c["type"] in ("Succeeded", "Failed") and c["status"] == "True"]
+    return done[0] if done else None
+
+
+def _logs(cluster: RealCluster, namespace: str, pod_name: str) -> str:
+    return cluster.kubectl("logs", "-n", namespace, pod_name, "-c", "pytorch").stdout
+
+
+def test_ddp_example_trains_to_succeeded_with_its_ranks_on_two_nodes(
+    host_operator: RealCluster, namespace: str
+) -> None:
+    cluster = host_operator
+    cluster.api.create(PYTORCHJOBS.format(namespace=namespace), _ddp_job(60, {}))
+
+    outcome = wait_until(f"{JOB} done", lambda: _outcome(cluster, namespace), JOB_TIMEOUT_SECONDS)
+    pods = _job_pods(cluster, namespace)
+
+    assert outcome == "Succeeded", _logs(cluster, namespace, f"{JOB}-master-0")
+    assert pods[f"{JOB}-master-0"]["spec"]["nodeName"] == NODES[0].name
+    assert {pods[f"{JOB}-worker-{i}"]["spec"]["nodeName"] for i in (0, 1)} == {node.name for node in NODES}
+    assert "training finished" in _logs(cluster, namespace, f"{JOB}-master-0")
+    for name, pod_ in pods.items():
+        assert re.search(r"^rank \d/3 joined the process group", _logs(cluster, namespace, name), re.M)
+        assert pod_["status"]["phase"] == "Succeeded"
+
+
+def test_a_lost_nodes_worker_is_replaced_on_the_other_node_and_the_job_goes_on_to_succeed(
+    host_operator: RealCluster, namespace: str
+) -> None:
+    cluster = host_operator
+    lost = NODES[1]
+    # 150 steps of 0.2 s: long enough to lose a node mid-training. Each rank's checkpoints stay in its own
+    # container, so after the loss every rank starts over together (no rank resumes where others do not).
+    job = _ddp_job(150, {"kubetrain.dev/node-loss-timeout-seconds": "30"})
+    for spec in job["spec"]["pytorchReplicaSpecs"].values():
+        spec["template"]["spec"]["containers"][0]["args"] += ["--step-seconds", "0.2"]
+    cluster.api.create(PYTORCHJOBS.format(namespace=namespace), job)
+    wait_until(
+        f"{JOB}'s master training",
+        lambda: "step 10 " in _logs(cluster, namespace, f"{JOB}-master-0"),
+        JOB_TIMEOUT_SECONDS,
+    )
+    before = _job_pods(cluster, namespace)
+    (lost_worker,) = [n for n, p in before.items() if p["spec"]["nodeName"] == lost.name]
+
+    stopped = cluster.kubetrain("envtest", "node", "stop", lost.name, "--dir", str(cluster.run_dir))
+    try:
+        assert stopped.returncode == 0, stopped.stderr
+        outcome = wait_until(f"{JOB} done", lambda: _outcome(cluster, namespace), JOB_TIMEOUT_SECONDS)
+    finally:
+        started = cluster.kubetrain("envtest", "node", "start", lost.name, "--dir", str(cluster.run_dir))
+    after = _job_pods(cluster, namespace)
+    status = cluster.api.get(f"{PYTORCHJOBS.format(namespace=namespace)}/{JOB}")["status"]
+    events = cluster.api.get(f"/api/v1/namespaces/{namespace}/events")["items"]
+
+    assert started.returncode == 0, started.stderr
+    assert outcome == "Succeeded", _logs(cluster, namespace, f"{JOB}-master-0")
+    assert after[lost_worker]["metadata"]["uid"] != before[lost_worker]["metadata"]["uid"]
+    assert after[lost_worker]["spec"]["nodeName"] == NODES[0].name
+    assert status["replicaStatuses"]["Worker"].get("disruptions") == 1
+    disrupted = [e["message"] for e in events if e["reason"] == "Disrupted"]
+    assert any(lost_worker in message and "NodeLost" in message for message in disrupted), disrupted
+    assert "training finished" in _logs(cluster, namespace, f"{JOB}-master-0")
