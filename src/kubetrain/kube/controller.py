@@ -102,6 +102,8 @@ class JobController:
         """Whether the framework has files beside its pods (it overrides ``Framework.config_files``), the only
         reader of a target's running hosts."""
         self._departed: dict[str, list[KubeObject]] = {}
+        # Children whose deletion was counted when they turned terminating: not again when they go.
+        self._deletions_seen: set[str] = set()
         """By job key, the last state of its disrupted pods deleted since its last reconcile (``observe``'s
         ``departed``): what counts each disruption once, when it is over."""
         self._remembered: dict[str, ChildObservations] = {}
@@ -132,10 +134,25 @@ class JobController:
         namespace = (change.object.get("metadata") or {}).get("namespace")
         job_key = f"{namespace}/{job_name}"
         key = expectation_key(job_key, replica_type, resource)
+        uid = (change.object.get("metadata") or {}).get("uid")
         if change.type is ChangeType.ADDED:
             self._expectations.creation_observed(key)
+        elif change.type is ChangeType.MODIFIED:
+            if _being_deleted(change.new) and not _being_deleted(change.old) and uid is not None:
+                # As upstream's controllers do: a graceful deletion is observed when the object turns
+                # terminating, not only once it is gone. A pod on a lost node stays terminating until its
+                # node comes back, and the reconcile that would force it off (node-loss timeout, stuck
+                # deletion) must not wait for it to go.
+                self._expectations.deletion_observed(key)
+                self._deletions_seen.add(uid)
         elif change.type is ChangeType.DELETED:
-            self._expectations.deletion_observed(key)
+            # Counted when it turned terminating; again only for a deletion asked of it since (a terminating
+            # pod force-deleted), which only its going settles. With another child of the key awaited too,
+            # that may settle the key a watch event early: the reconcile then sees that child not yet
+            # terminating and asks for its deletion again, which the engine does once per child anyway.
+            if uid not in self._deletions_seen or self._expectations.pending(key)[1] > 0:
+                self._expectations.deletion_observed(key)
+            self._deletions_seen.discard(uid)
             if resource == "pods" and self._disrupted(change.object):
                 self._departed.setdefault(job_key, []).append(change.object)
         self.queue.add(job_key)
@@ -417,3 +434,7 @@ def child_routing(
         return None
     replica_type = controller.framework.replica_type_of({str(k): str(v) for k, v in labels.items()})
     return controller, str(job_name), replica_type or ""
+
+
+def _being_deleted(child: KubeObject | None) -> bool:
+    return child is not None and bool((child.get("metadata") or {}).get("deletionTimestamp"))

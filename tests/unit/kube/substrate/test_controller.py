@@ -69,6 +69,40 @@ async def test_the_watch_seeing_the_pod_settles_the_expectation_and_requeues_the
     assert len(jobs.queue) == 1
 
 
+def _pod(terminating: bool) -> dict[str, Any]:
+    metadata = {"name": "j-worker-0", "namespace": "default", "uid": "p1"}
+    return {
+        "metadata": {**metadata, "deletionTimestamp": "2026-11-27T21:41:25Z"} if terminating else metadata
+    }
+
+
+def test_a_deleted_pod_turning_terminating_settles_the_expectation_as_upstream_does() -> None:
+    # A pod on a lost node stays terminating until its node comes back: the reconcile that forces it off
+    # must not wait for it to be gone.
+    expectations = Expectations()
+    key = expectation_key("default/j", "Worker", "pods")
+    expectations.expect_deletions(key)
+    jobs = controller(FakeApi(), expectations)
+
+    jobs.on_child_change(ObjectChange(ChangeType.MODIFIED, _pod(False), _pod(True)), "pods", "j", "worker")
+
+    assert expectations.satisfied(key)
+    assert len(jobs.queue) == 1
+
+
+def test_a_terminating_pod_force_deleted_settles_that_deletion_when_it_goes() -> None:
+    expectations = Expectations()
+    key = expectation_key("default/j", "Worker", "pods")
+    jobs = controller(FakeApi(), expectations)
+    expectations.expect_deletions(key)
+    jobs.on_child_change(ObjectChange(ChangeType.MODIFIED, _pod(False), _pod(True)), "pods", "j", "worker")
+    expectations.expect_deletions(key)  # stuck on a lost node: deleted again, with grace period 0
+
+    jobs.on_child_change(ObjectChange(ChangeType.DELETED, _pod(True), None), "pods", "j", "worker")
+
+    assert expectations.satisfied(key)
+
+
 class TerminatingNamespaceApi(FakeApi):
     """Refuses every write as an API server does in a namespace being deleted."""
 
