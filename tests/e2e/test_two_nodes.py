@@ -290,14 +290,32 @@ def test_ddp_example_trains_to_succeeded_with_its_ranks_on_two_nodes(
         assert pod_["status"]["phase"] == "Succeeded"
 
 
+def _print_pods(cluster: RealCluster, namespace: str) -> None:
+    """Where each of the job's pods is and what its ranks said, for a job that did not finish."""
+    for name, found in sorted(_job_pods(cluster, namespace).items()):
+        statuses = found.get("status", {}).get("containerStatuses") or []
+        print(f"--- {name} on {found['spec'].get('nodeName')}: {found['status'].get('phase')} {statuses}")
+        print(cluster.kubectl("logs", "-n", namespace, name, "-c", "pytorch", "--tail", "30").stdout)
+        print(
+            cluster.kubectl(
+                "logs", "-n", namespace, name, "-c", "pytorch", "--previous", "--tail", "15"
+            ).stdout
+        )
+
+
+@pytest.mark.timeout(900)
 def test_a_lost_nodes_worker_is_replaced_on_the_other_node_and_the_job_goes_on_to_succeed(
     host_operator: RealCluster, namespace: str
 ) -> None:
     cluster = host_operator
     lost = NODES[1]
-    # 150 steps of 0.2 s: long enough to lose a node mid-training. Each rank's checkpoints stay in its own
-    # container, so after the loss every rank starts over together (no rank resumes where others do not).
-    job = _ddp_job(150, {"kubetrain.dev/node-loss-timeout-seconds": "30"})
+    # 150 steps of 0.2 s: long enough to lose a node mid-training. A static rendezvous cannot take one rank
+    # back (a rank restarted alone can join its peers' old store just before it closes, and every rank then
+    # waits for ever: seen here), so the job restarts every replica together; each rank's checkpoints stay
+    # in its own container, so they all start over together.
+    job = _ddp_job(
+        150, {"kubetrain.dev/node-loss-timeout-seconds": "30", "kubetrain.dev/restart-scope": "Job"}
+    )
     for spec in job["spec"]["pytorchReplicaSpecs"].values():
         spec["template"]["spec"]["containers"][0]["args"] += ["--step-seconds", "0.2"]
     cluster.api.create(PYTORCHJOBS.format(namespace=namespace), job)
@@ -313,6 +331,9 @@ def test_a_lost_nodes_worker_is_replaced_on_the_other_node_and_the_job_goes_on_t
     try:
         assert stopped.returncode == 0, stopped.stderr
         outcome = wait_until(f"{JOB} done", lambda: _outcome(cluster, namespace), JOB_TIMEOUT_SECONDS)
+    except AssertionError:
+        _print_pods(cluster, namespace)
+        raise
     finally:
         started = cluster.kubetrain("envtest", "node", "start", lost.name, "--dir", str(cluster.run_dir))
     after = _job_pods(cluster, namespace)
