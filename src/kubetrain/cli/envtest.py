@@ -248,7 +248,7 @@ def node_start(
     name: str = typer.Argument(..., help="A real node: real-node-<i>."), directory: Path | None = DIR_OPTION
 ) -> None:
     """Bring a stopped real node back (its containerd and kubelet on the same directories, as after a
-    reboot); returns once its Node is Ready again.
+    reboot); returns once its Node is Ready again and its unreachable taints are lifted.
 
     Example: kubetrain envtest node start real-node-1 --dir /tmp/rn2
     """
@@ -258,4 +258,4 @@ def node_start(
     except (controlplane.EnvtestError, realnode.RealNodeError) as error:
         _say(f"error: {error}")
         raise typer.Exit(1) from error
-    _say(f"{name} Ready again after {seconds:.1f} s")
+    _say(f"{name} Ready and schedulable again after {seconds:.1f} s")

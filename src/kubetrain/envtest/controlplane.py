@@ -490,6 +490,10 @@ def _node_ready(node: dict[str, Any], since: datetime.datetime | None = None) ->
     )
 
 
+def _back(node: dict[str, Any], since: datetime.datetime) -> bool:
+    return _node_ready(node, since) and is_schedulable(node)
+
+
 def _reset_run_dir(run_dir: Path) -> None:
     for name in ("etcd-data", "pki", "pids", "commands", "logs", STATE_FILE, audit.POLICY_FILE):
         path = run_dir / name
@@ -607,7 +611,8 @@ def start_node(run_dir: Path, name: str, timeout: float = 60.0) -> float:
             run_dir,
             node,
             lambda what, ready, record: _wait_for(what, ready, record, timeout),
-            lambda node_name: _node_ready(api.get(f"/api/v1/nodes/{node_name}"), since),
+            # Back means schedulable: Ready, and the unreachable taints the node controller put on it lifted.
+            lambda node_name: _back(api.get(f"/api/v1/nodes/{node_name}"), since),
         )
     changed = dataclasses.replace(state, stopped_nodes=[n for n in state.stopped_nodes if n != name])
     (run_dir / STATE_FILE).write_text(changed.to_json())

@@ -609,7 +609,7 @@ def _spawn_kubelet(run_dir: Path, node: RealNode, binaries: NodeBinaries) -> pro
 def restart_node(run_dir: Path, node: RealNode, wait: Wait, node_ready: Callable[[str], bool]) -> float:
     """The node back after ``stop_node``: its containerd and kubelet on the same directories, as after a
     reboot; the kubelet re-registers and cleans up the pods it finds (their containers died with the node).
-    Returns the seconds until the Node was Ready."""
+    Returns the seconds until ``node_ready`` said so."""
     clock = time.monotonic()
     _start_containerd(run_dir, node, wait)
     _make_cgroup_parent(node)
