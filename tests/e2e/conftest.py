@@ -2,8 +2,9 @@
 
 The tier needs root, containerd, runc, the CNI plugins, overlayfs and cgroups; where any is missing every
 test is skipped with the reason (``make test-e2e`` prints it in the short summary). An envtest is started
-for the session (in a temporary directory) and stopped at its end; one real node runs on a machine at a
-time.
+for the session (in a temporary directory) and stopped at its end; one real-node cluster runs on a machine
+at a time, so the tests that start their own (``test_node_lifecycle.py``, ``test_two_nodes.py``: two real
+nodes) run first and stop theirs before the session's starts.
 
 The envtest runs the real JobSet controller beside it (``--jobset``: a host process whose webhooks the API
 server reaches on the host's loopback; no registry serves its image for an in-cluster Deployment), so a

@@ -180,6 +180,7 @@ def test_node_stop_is_a_node_loss_and_node_start_brings_it_back_ready(
 
     assert started.returncode == 0, started.stderr
     assert _ready(api, lost) == "True"
+    assert not api.get(f"/api/v1/nodes/{lost.name}")["spec"].get("taints")
     # The kubelet back finds its pod's sandbox dead and runs the pod again (restartPolicy Always).
     wait_until(f"the sleeper on {lost.name} running again", lambda: _processes_with(markers[lost.name]))
 
@@ -203,6 +204,8 @@ def host_operator(two_nodes: RealCluster, tmp_path_factory: pytest.TempPathFacto
         realnode.load_images(node.paths(two_nodes.run_dir), ["pytorch", "busybox"])
     applied = two_nodes.kubectl("apply", "--server-side", "-f", str(CRD))
     assert applied.returncode == 0, applied.stderr
+    # A CRD just created is served a moment later (a create before that is a 404).
+    wait_until("PyTorchJobs served", lambda: two_nodes.api.exists("/apis/kubeflow.org/v1/pytorchjobs"), 30.0)
     log_path = tmp_path_factory.mktemp("host-operator") / "operator.log"
     command = [
         str(Path(sys.executable).with_name("kubetrain")),
