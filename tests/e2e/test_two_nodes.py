@@ -27,7 +27,7 @@ import yaml
 
 from e2e.realpods import RealCluster, pod, scratch_namespace, wait_for_phase, wait_until
 from kubetrain.envtest import controlplane, realnode
-from kubetrain.envtest.kubeapi import KubeApi
+from kubetrain.envtest.kubeapi import ApiError, KubeApi
 
 pytestmark = pytest.mark.e2e
 
@@ -204,8 +204,9 @@ def host_operator(two_nodes: RealCluster, tmp_path_factory: pytest.TempPathFacto
         realnode.load_images(node.paths(two_nodes.run_dir), ["pytorch", "busybox"])
     applied = two_nodes.kubectl("apply", "--server-side", "-f", str(CRD))
     assert applied.returncode == 0, applied.stderr
-    # A CRD just created is served a moment later (a create before that is a 404).
-    wait_until("PyTorchJobs served", lambda: two_nodes.api.exists("/apis/kubeflow.org/v1/pytorchjobs"), 30.0)
+    wait_until(
+        "PyTorchJobs served", lambda: _served(two_nodes.api, "/apis/kubeflow.org/v1/pytorchjobs"), 60.0
+    )
     log_path = tmp_path_factory.mktemp("host-operator") / "operator.log"
     command = [
         str(Path(sys.executable).with_name("kubetrain")),
@@ -232,6 +233,16 @@ def host_operator(two_nodes: RealCluster, tmp_path_factory: pytest.TempPathFacto
             process.kill()
             process.wait(5)
         print(f"--- {log_path.name}\n{log_path.read_text(errors='replace')[-4000:]}")
+
+
+def _served(api: KubeApi, path: str) -> bool:
+    """A CRD just created is served a moment later: 404 before, then 429 while its storage initializes."""
+    try:
+        return api.exists(path)
+    except ApiError as error:
+        if error.code == 429:
+            return False
+        raise
 
 
 def _ddp_job(steps: int, annotations: dict[str, str]) -> dict[str, Any]:
