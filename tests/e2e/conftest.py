@@ -2,8 +2,9 @@
 
 The tier needs root, containerd, runc, the CNI plugins, overlayfs and cgroups; where any is missing every
 test is skipped with the reason (``make test-e2e`` prints it in the short summary). An envtest is started
-for the session (in a temporary directory) and stopped at its end; one real node runs on a machine at a
-time.
+for the session (in a temporary directory) and stopped at its end; one real-node cluster runs on a machine
+at a time, so the tests that start their own (``test_node_lifecycle.py``, ``test_two_nodes.py``: two real
+nodes) run first and stop theirs before the session's starts.
 
 The envtest runs the real JobSet controller beside it (``--jobset``: a host process whose webhooks the API
 server reaches on the host's loopback; no registry serves its image for an in-cluster Deployment), so a
@@ -40,9 +41,11 @@ def _say(message: str) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # The node lifecycle test starts and stops a node of its own: it must run before the session's node
-    # starts (one real node per machine), so it goes first whatever the file order.
-    items.sort(key=lambda item: item.path.name != "test_node_lifecycle.py")
+    # The node lifecycle test and the two-node tests start and stop nodes of their own: they must run before
+    # the session's node starts (one real-node cluster per machine), so they go first whatever the file
+    # order.
+    first = ("test_node_lifecycle.py", "test_two_nodes.py")
+    items.sort(key=lambda item: first.index(item.path.name) if item.path.name in first else len(first))
     reasons = realnode.cannot_run_reasons()
     if not reasons:
         return

@@ -70,7 +70,7 @@ def build(
 def start(
     directory: Path | None = DIR_OPTION,
     nodes: int | None = typer.Option(
-        None, "--nodes", min=0, help="Fake nodes to register [default: 2, or 0 with --real-node]."
+        None, "--nodes", min=0, help="Fake nodes to register [default: 2, or 0 with real nodes]."
     ),
     gpus_per_node: int = typer.Option(4, "--gpus-per-node", min=0, help="nvidia.com/gpu on each fake node."),
     cpu_per_node: str = typer.Option("8", "--cpu-per-node", help="CPU capacity of each fake node."),
@@ -83,6 +83,14 @@ def start(
         help=f"Also run one real node, {realnode.NODE_NAME} (kubelet, containerd, CoreDNS; root only), "
         f"labelled {realnode.REAL_NODE_LABEL}=true. Without fake nodes (the default then) every pod runs "
         "there.",
+    ),
+    real_nodes: int = typer.Option(
+        0,
+        "--real-nodes",
+        min=0,
+        max=realnode.MAX_REAL_NODES,
+        help="Run this many real nodes, real-node-0… (each its own kubelet, containerd, bridge kt<i> and pod "
+        "subnet 10.244.<i>.0/24; one CoreDNS); --real-node is --real-nodes 1.",
     ),
     with_jobset: bool = typer.Option(
         False,
@@ -106,13 +114,16 @@ def start(
 
     Example: kubetrain envtest start --real-node
 
+    Example: kubetrain envtest start --real-nodes 2
+
     Example: kubetrain envtest start --jobset
     """
     run_dir = _run_dir(directory)
+    real_node_count = max(real_nodes, 1 if real_node else 0)
     options = controlplane.EnvtestOptions(
-        nodes=nodes if nodes is not None else (0 if real_node else 2),
+        nodes=nodes if nodes is not None else (0 if real_node_count else 2),
         node_shape=NodeShape(cpu=cpu_per_node, memory=memory_per_node, gpus=gpus_per_node),
-        real_node=real_node,
+        real_nodes=real_node_count,
         audit_policy=audit.WRITES if audit_log else None,
         jobset=with_jobset,
     )
@@ -128,7 +139,7 @@ def start(
         raise typer.Exit(1) from error
     timings = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in state.start_seconds.items())
     _say(f"envtest {state.version} ready at {state.server} ({timings})")
-    all_nodes = [*state.nodes, *([state.real_node] if state.real_node else [])]
+    all_nodes = [*state.nodes, *state.real_nodes]
     _say(f"nodes: {', '.join(all_nodes) or 'none'}; stop with: kubetrain envtest stop --dir {run_dir}")
     typer.echo(state.kubeconfig)
 
@@ -157,8 +168,12 @@ def status(directory: Path | None = DIR_OPTION) -> None:
         typer.echo(f"server:     {current.state.server}")
         typer.echo(f"kubeconfig: {current.state.kubeconfig}")
         typer.echo(f"nodes:      {', '.join(current.state.nodes)}")
-        if current.state.real_node:
-            typer.echo(f"real node:  {current.state.real_node}")
+        if current.state.real_nodes:
+            stopped = current.state.stopped_nodes
+            typer.echo(
+                f"real nodes: {', '.join(current.state.real_nodes)}"
+                + (f" (stopped: {', '.join(stopped)})" if stopped else "")
+            )
     typer.echo(f"api ready:  {'yes' if current.api_ready else 'no'}")
     for component in current.components:
         if component.pid is None:
@@ -199,3 +214,48 @@ def env(directory: Path | None = DIR_OPTION) -> None:
     bin_dir = binaries.locate().directory
     typer.echo(f"export KUBECONFIG={shlex.quote(str(current.state.kubeconfig))}")
     typer.echo(f'export PATH={shlex.quote(str(bin_dir))}:"$PATH"')
+
+
+node_app = typer.Typer(
+    name="node",
+    help="Lose a real node and bring it back (fault injection on `envtest start --real-nodes N`).",
+    no_args_is_help=True,
+)
+app.add_typer(node_app)
+
+
+@node_app.command("stop")
+def node_stop(
+    name: str = typer.Argument(..., help="A real node: real-node-<i>."), directory: Path | None = DIR_OPTION
+) -> None:
+    """Lose a real node: its kubelet and containerd stop and its pods' processes are killed; the Node object
+    stays, so the node controller marks it NotReady (Unknown) after the 50 s grace period and taints it
+    unreachable.
+
+    Example: kubetrain envtest node stop real-node-1 --dir /tmp/rn2
+    """
+    run_dir = _run_dir(directory)
+    try:
+        stopped = controlplane.stop_node(run_dir, name)
+    except (controlplane.EnvtestError, realnode.RealNodeError) as error:
+        _say(f"error: {error}")
+        raise typer.Exit(1) from error
+    _say(f"{name} lost: stopped {', '.join(stopped) or 'nothing (it was not running)'}")
+
+
+@node_app.command("start")
+def node_start(
+    name: str = typer.Argument(..., help="A real node: real-node-<i>."), directory: Path | None = DIR_OPTION
+) -> None:
+    """Bring a stopped real node back (its containerd and kubelet on the same directories, as after a
+    reboot); returns once its Node is Ready again and its unreachable taints are lifted.
+
+    Example: kubetrain envtest node start real-node-1 --dir /tmp/rn2
+    """
+    run_dir = _run_dir(directory)
+    try:
+        seconds = controlplane.start_node(run_dir, name)
+    except (controlplane.EnvtestError, realnode.RealNodeError) as error:
+        _say(f"error: {error}")
+        raise typer.Exit(1) from error
+    _say(f"{name} Ready and schedulable again after {seconds:.1f} s")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import dataclasses
+import datetime
 import functools
 import json
 import os
@@ -73,6 +74,9 @@ class EnvtestOptions:
     ready_timeout_seconds: float = 60.0
     real_node: bool = False
     """Add one real node (kubelet, containerd, CoreDNS; see realnode.py) beside the fake ones."""
+    real_nodes: int = 0
+    """Add this many real nodes (``real-node-0``…), each with its own containerd, kubelet, bridge and pod
+    subnet; ``real_node`` is the same as 1."""
     admission_plugins: tuple[str, ...] = ()
     """Admission plugins kube-apiserver enables beyond its defaults (e.g.
     OwnerReferencesPermissionEnforcement, on by default in OpenShift)."""
@@ -81,6 +85,10 @@ class EnvtestOptions:
     ``audit.WRITES`` logs every write)."""
     jobset: bool = False
     """Run the JobSet controller (see jobset.py) with its CRD and webhooks, as a cluster with JobSet has."""
+
+    @property
+    def real_node_count(self) -> int:
+        return max(self.real_nodes, 1 if self.real_node else 0)
 
 
 @dataclass(frozen=True)
@@ -94,13 +102,25 @@ class EnvtestState:
     nodes: list[str]
     started_at: float
     start_seconds: dict[str, float]
-    real_node: str | None = None
+    real_nodes: list[str] = field(default_factory=list)
     jobset: bool = False
+    stopped_nodes: list[str] = field(default_factory=list)
+    """Real nodes ``envtest node stop`` stopped (a node loss) and no ``node start`` brought back yet."""
+
+    @property
+    def real_node(self) -> str | None:
+        """The first real node (the one of ``--real-node``), if any."""
+        return self.real_nodes[0] if self.real_nodes else None
 
     @property
     def components(self) -> tuple[str, ...]:
         control_plane = tuple(name for name in COMPONENT_ORDER if self.nodes or name != "node-heartbeat")
-        node = realnode.NODE_COMPONENTS if self.real_node else ()
+        node: tuple[str, ...] = ()
+        for name in self.real_nodes:
+            if name not in self.stopped_nodes:
+                node += tuple(map(realnode.RealNode.named(name).process, realnode.NODE_COMPONENTS))
+        if self.real_nodes:
+            node += (realnode.COREDNS,)
         return control_plane + node + ((jobset.PROCESS,) if self.jobset else ())
 
     @property
@@ -126,8 +146,10 @@ class EnvtestState:
             nodes=list(data["nodes"]),
             started_at=float(data["started_at"]),
             start_seconds=dict(data["start_seconds"]),
-            real_node=data.get("real_node"),
+            # A state.json from before several real nodes names one as "real_node".
+            real_nodes=list(data.get("real_nodes") or ([data["real_node"]] if data.get("real_node") else [])),
             jobset=bool(data.get("jobset", False)),
+            stopped_nodes=list(data.get("stopped_nodes", [])),
         )
 
 
@@ -249,7 +271,17 @@ def apiserver_args(binaries: Binaries, pki: Pki, ports: Ports, real_node: bool =
     return args
 
 
-def controller_manager_args(binaries: Binaries, run_dir: Path, pki: Pki, ports: Ports) -> list[str]:
+# Real nodes are watched as upstream watches them (kube-controller-manager's default since v1.32): a stopped
+# node's Ready turns Unknown this long after its kubelet's last lease renewal (every 10 s).
+REAL_NODE_MONITOR_GRACE = "50s"
+# Fake nodes only: belt and braces with the lease heartbeat, a node whose heartbeat lapses under load is not
+# tainted away for an hour.
+FAKE_NODE_MONITOR_GRACE = "1h"
+
+
+def controller_manager_args(
+    binaries: Binaries, run_dir: Path, pki: Pki, ports: Ports, real_nodes: bool = False
+) -> list[str]:
     return [
         str(binaries.kube_controller_manager),
         f"--kubeconfig={run_dir / 'controller-manager.kubeconfig'}",
@@ -265,9 +297,7 @@ def controller_manager_args(binaries: Binaries, run_dir: Path, pki: Pki, ports: 
         "--use-service-account-credentials=true",
         f"--service-account-private-key-file={pki.service_account_key}",
         f"--root-ca-file={pki.ca_cert}",
-        # Belt and braces with the lease heartbeat: a node whose heartbeat lapses is not tainted away for an
-        # hour.
-        "--node-monitor-grace-period=1h",
+        f"--node-monitor-grace-period={REAL_NODE_MONITOR_GRACE if real_nodes else FAKE_NODE_MONITOR_GRACE}",
         # Notice Ready fake nodes quickly, to lift the not-ready taint new nodes are created with.
         "--node-monitor-period=1s",
     ]
@@ -347,31 +377,34 @@ def start(
         return current.state
     stop(run_dir)  # leftovers of a crashed or half-started instance
 
-    if options.real_node:
+    real_nodes = realnode.real_nodes(options.real_node_count) if options.real_node_count else []
+    if real_nodes:
         reasons = realnode.cannot_run_reasons()
         if reasons:
             raise EnvtestError("a real node cannot run on this machine: " + "; ".join(reasons))
     binaries = ensure_built(log=log)
-    node_binaries = ensure_node_built(log=log) if options.real_node else None
+    node_binaries = ensure_node_built(log=log) if real_nodes else None
     if options.jobset:
         jobset.ensure_built()
     started_at = time.time()
     clock = time.monotonic()
     _reset_run_dir(run_dir)
     host = "127.0.0.1"
-    if options.real_node:
+    if real_nodes:
         try:
-            realnode.clear_stale_node(log)
+            for node in real_nodes:
+                realnode.clear_stale_node(log, node)
         except realnode.RealNodeError as error:
             raise EnvtestError(str(error)) from error
-        realnode.node_paths(run_dir).root.mkdir(parents=True)  # stop tears the node down when this exists
+        for node in real_nodes:
+            node.paths(run_dir).root.mkdir(parents=True)  # stop tears the node down when this exists
         try:
-            realnode.setup_network(run_dir)
+            realnode.setup_network(run_dir, real_nodes)
         except BaseException:
             stop(run_dir)
             raise
         host = realnode.NODE_IP
-    pki = generate_pki(run_dir / "pki", extra_ips=(realnode.NODE_IP,) if options.real_node else ())
+    pki = generate_pki(run_dir / "pki", extra_ips=(realnode.NODE_IP,) if real_nodes else ())
     ports = choose_ports()
     server = f"https://{host}:{ports.apiserver}"
     for identity, filename in (
@@ -389,17 +422,23 @@ def start(
                 timings.update(
                     realnode.start(
                         run_dir,
+                        real_nodes,
                         node_binaries,
                         pki,
                         server,
-                        run_dir / ADMIN_KUBECONFIG,
                         lambda what, ready, record: _wait_for(
                             what, ready, record, options.ready_timeout_seconds
                         ),
-                        lambda: _node_ready(api.get(f"/api/v1/nodes/{realnode.NODE_NAME}")),
+                        lambda name: _node_ready(api.get(f"/api/v1/nodes/{name}")),
                         log,
                     )
                 )
+                for node in real_nodes:
+                    # What the node IPAM controller would set: the subnet its bridge hands out.
+                    api.patch(
+                        f"/api/v1/nodes/{node.name}",
+                        {"spec": {"podCIDR": node.pod_subnet, "podCIDRs": [node.pod_subnet]}},
+                    )
             nodes = register_nodes(api, options.nodes, options.node_shape, binaries.version)
             # Nothing to renew without fake nodes (--real-node alone): no heartbeat process then.
             heartbeat = (
@@ -433,16 +472,26 @@ def start(
         nodes=nodes,
         started_at=started_at,
         start_seconds={name: round(seconds, 3) for name, seconds in timings.items()},
-        real_node=realnode.NODE_NAME if options.real_node else None,
+        real_nodes=[node.name for node in real_nodes],
         jobset=options.jobset,
     )
     (run_dir / STATE_FILE).write_text(state.to_json())
     return state
 
 
-def _node_ready(node: dict[str, Any]) -> bool:
+def _node_ready(node: dict[str, Any], since: datetime.datetime | None = None) -> bool:
+    """Whether the Node's Ready condition is True (with a heartbeat at ``since`` or later, when given)."""
     conditions = node.get("status", {}).get("conditions") or []
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+    return any(
+        c["type"] == "Ready"
+        and c["status"] == "True"
+        and (since is None or datetime.datetime.fromisoformat(c["lastHeartbeatTime"]) >= since)
+        for c in conditions
+    )
+
+
+def _back(node: dict[str, Any], since: datetime.datetime) -> bool:
+    return _node_ready(node, since) and is_schedulable(node)
 
 
 def _reset_run_dir(run_dir: Path) -> None:
@@ -466,7 +515,7 @@ def _start_components(
         "etcd /health", lambda: _http_ok(f"http://127.0.0.1:{ports.etcd_client}/health"), etcd, timeout
     )
 
-    apiserver_argv = apiserver_args(binaries, pki, ports, options.real_node)
+    apiserver_argv = apiserver_args(binaries, pki, ports, options.real_node_count > 0)
     if options.admission_plugins:
         apiserver_argv.append(f"--enable-admission-plugins={','.join(options.admission_plugins)}")
     if options.audit_policy is not None:
@@ -486,7 +535,9 @@ def _start_components(
 
     # Both only need the API server; start them together and wait for each.
     manager = processes.spawn(
-        run_dir, "kube-controller-manager", controller_manager_args(binaries, run_dir, pki, ports)
+        run_dir,
+        "kube-controller-manager",
+        controller_manager_args(binaries, run_dir, pki, ports, options.real_node_count > 0),
     )
     scheduler = processes.spawn(run_dir, "kube-scheduler", scheduler_args(binaries, run_dir, ports))
     # They serve /healthz with a self-signed certificate of their own; only liveness matters here.
@@ -511,7 +562,7 @@ def stop(run_dir: Path) -> list[str]:
     stopped: list[str] = []
     # The node first (its kubelet is an API client); only a run directory that started one owns the
     # host's bridge and DNAT rule.
-    real_node = realnode.node_paths(run_dir).root.exists()
+    real_node = bool(realnode.started_nodes(run_dir))
     if real_node:
         stopped += realnode.teardown(run_dir)
     # Processes started beside the control plane (a second scheduler) are its clients too.
@@ -522,6 +573,50 @@ def stop(run_dir: Path) -> list[str]:
         realnode.remove_network(run_dir)
     (run_dir / STATE_FILE).unlink(missing_ok=True)
     return stopped
+
+
+def _real_node_of(run_dir: Path, name: str) -> tuple[EnvtestState, realnode.RealNode]:
+    state = EnvtestState.read(run_dir)
+    if state is None:
+        raise EnvtestError(f"no envtest was started in {run_dir}")
+    if name not in state.real_nodes:
+        have = ", ".join(state.real_nodes) or "none (start with --real-nodes N)"
+        raise EnvtestError(f"{name} is not a real node of the envtest in {run_dir}; its real nodes: {have}")
+    return state, realnode.RealNode.named(name)
+
+
+def stop_node(run_dir: Path, name: str) -> list[str]:
+    """Fault injection: lose one real node (see ``realnode.stop_node``). Its Node object stays, so the node
+    lifecycle controller marks it ``Unknown`` (NotReady) once ``REAL_NODE_MONITOR_GRACE`` has passed without
+    a lease renewal, and taints it unreachable. Returns the processes that were running."""
+    state, node = _real_node_of(run_dir, name)
+    stopped = realnode.stop_node(run_dir, node)
+    if name not in state.stopped_nodes:
+        changed = dataclasses.replace(state, stopped_nodes=[*state.stopped_nodes, name])
+        (run_dir / STATE_FILE).write_text(changed.to_json())
+    return stopped
+
+
+def start_node(run_dir: Path, name: str, timeout: float = 60.0) -> float:
+    """Bring a stopped real node back (same directories, as after a reboot) and wait until its Node is Ready
+    again; returns the seconds that took."""
+    state, node = _real_node_of(run_dir, name)
+    if name not in state.stopped_nodes:
+        raise EnvtestError(f"{name} is running; stop it first (`kubetrain envtest node stop {name}`)")
+    # Whole seconds, as the kubelet's heartbeat times are: only a heartbeat of the restarted kubelet counts
+    # (a node stopped moments ago still shows the Ready its old kubelet posted).
+    since = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
+    with KubeApi.from_kubeconfig(state.kubeconfig) as api:
+        seconds = realnode.restart_node(
+            run_dir,
+            node,
+            lambda what, ready, record: _wait_for(what, ready, record, timeout),
+            # Back means schedulable: Ready, and the unreachable taints the node controller put on it lifted.
+            lambda node_name: _back(api.get(f"/api/v1/nodes/{node_name}"), since),
+        )
+    changed = dataclasses.replace(state, stopped_nodes=[n for n in state.stopped_nodes if n != name])
+    (run_dir / STATE_FILE).write_text(changed.to_json())
+    return seconds
 
 
 def status(run_dir: Path) -> EnvtestStatus:

@@ -1,25 +1,36 @@
-"""One real node for the envtest control plane: containerd + runc + CNI bridge, CoreDNS and a kubelet.
+"""Real nodes for the envtest control plane: per node containerd + runc + a CNI bridge and a kubelet; one
+CoreDNS for them all.
 
 Everything runs as plain host processes recorded like the control plane's (``pids/``, ``logs/``), and every
-piece of host state it makes is named here so ``teardown`` removes exactly that:
+piece of host state it makes is named here so ``teardown`` removes exactly that. Node ``i``
+(``real-node-i``, see ``RealNode``) gets:
 
-- the bridge ``kt0`` with the node address 10.244.0.1/24: the pods' gateway and the node's InternalIP. It is
-  made before the API server starts, because in real-node mode the API server listens there (pods cannot
-  reach the host's 127.0.0.1). No address outside the machine is involved: the pod network is this bridge.
-- one iptables DNAT rule (nat PREROUTING, from the pod subnet): the ``kubernetes`` Service ClusterIP
+- the bridge ``kt<i>`` with the node address 10.244.<i>.1/24: its pods' gateway and the node's InternalIP.
+  Made before the API server starts, because in real-node mode the API server listens on node 0's address
+  (pods cannot reach the host's 127.0.0.1). Pods of different nodes reach each other through the host's
+  routing between the bridges (one iptables FORWARD rule lets pod-network traffic through whatever the
+  chain's policy); no address outside the machine is involved.
+- containerd's root, state (network namespaces included), runc's state, the kubelet's root and pod logs,
+  CNI config and IPAM state: all under ``<run dir>/node`` (node 0) or ``<run dir>/node-<i>``; the mounts
+  under it are unmounted on stop.
+- a cgroup parent of its own, ``kubetrain-real-node-<i>`` in each cgroup v1 hierarchy (the kubelet's
+  ``cgroupRoot``; its ``kubepods`` is under it): emptied and removed when that node stops, so stopping one
+  node kills only that node's pods.
+
+Once for all nodes, on node 0's address:
+
+- one iptables DNAT rule (nat PREROUTING, from the pod network): the ``kubernetes`` Service ClusterIP
   10.0.0.1:443 to the API server. In-cluster clients (the operator) find the API server through that
   ClusterIP; it is the only ClusterIP anything here needs (training jobs use headless services, which are
   DNS only), so one rule does what kube-proxy would, without its chains to clean up or a binary to build.
-- CoreDNS on 10.244.0.1:53 as a host process (the kubelet's ``clusterDNS``): a pod of its own would need
+- CoreDNS on 10.244.0.1:53 as a host process (every kubelet's ``clusterDNS``): a pod of its own would need
   the pod network to exist before DNS does, and the node's address is stable where a pod IP is not.
-- containerd's root, state (network namespaces included), runc's state, the kubelet's root and pod logs,
-  CNI config and IPAM state: all under ``<run dir>/node``; the mounts under it are unmounted on stop.
-- the kubelet's cgroups (``kubepods`` in each cgroup v1 hierarchy): emptied and removed on stop.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -43,22 +54,83 @@ from kubetrain.envtest import imagecache, processes
 from kubetrain.envtest.binaries import NodeBinaries
 from kubetrain.envtest.pki import SERVICE_IP, Pki, issue_client_certificate
 
-NODE_NAME = "real-node-0"
 REAL_NODE_LABEL = "kubetrain.dev/real-node"
-BRIDGE = "kt0"
-POD_SUBNET = "10.244.0.0/24"
-NODE_IP = "10.244.0.1"
+POD_NETWORK = "10.244.0.0/16"
 NODE_PREFIX = 24
+MAX_REAL_NODES = 16
 KUBELET_PORT = 10250
 CLUSTER_DOMAIN = "cluster.local"
 PAUSE_IMAGE = "localhost/kubetrain/pause:3.10"
-# Start order; stop goes in reverse.
-NODE_COMPONENTS = ("containerd", "coredns", "kubelet")
+# Per node, in start order; stop goes in reverse. CoreDNS (one for all) starts after node 0's containerd.
+NODE_COMPONENTS = ("containerd", "kubelet")
+COREDNS = "coredns"
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 IPTABLES_COMMENT = "kubetrain envtest real node: kubernetes Service"
+FORWARD_COMMENT = "kubetrain envtest real nodes: pod network"
 CHECKOUT = Path(__file__).resolve().parents[3]
 REQUIRED_COMMANDS = ("containerd", "containerd-shim-runc-v2", "runc", "ctr", "iptables", "ip", "podman")
 CNI_PLUGINS = Path("/usr/lib/cni")
+
+
+@dataclass(frozen=True)
+class RealNode:
+    """Real node ``index``: its name, bridge, addresses, cgroup parent and process names, all derived from the
+    index so that a stop (or a later start that finds them left behind) names exactly what a start made."""
+
+    index: int
+
+    @classmethod
+    def named(cls, name: str) -> RealNode:
+        prefix = "real-node-"
+        number = name.removeprefix(prefix)
+        if not name.startswith(prefix) or not number.isdigit() or not 0 <= int(number) < MAX_REAL_NODES:
+            raise RealNodeError(
+                f"{name!r} is not a real node's name: real-node-<i> with i from 0 to {MAX_REAL_NODES - 1}"
+            )
+        return cls(int(number))
+
+    @property
+    def name(self) -> str:
+        return f"real-node-{self.index}"
+
+    @property
+    def bridge(self) -> str:
+        return f"kt{self.index}"
+
+    @property
+    def pod_subnet(self) -> str:
+        return f"10.244.{self.index}.0/{NODE_PREFIX}"
+
+    @property
+    def address(self) -> str:
+        """The bridge's address: the node's InternalIP, its kubelet's, and its pods' gateway."""
+        return f"10.244.{self.index}.1"
+
+    @property
+    def cgroup_parent(self) -> str:
+        """The kubelet's ``cgroupRoot``: a directory of that name in every cgroup hierarchy."""
+        return f"kubetrain-{self.name}"
+
+    def process(self, component: str) -> str:
+        """The recorded process name of one of the node's components: node 0's keep their plain names."""
+        return component if self.index == 0 else f"{component}-{self.index}"
+
+    def paths(self, run_dir: Path) -> NodePaths:
+        return NodePaths(run_dir / ("node" if self.index == 0 else f"node-{self.index}"))
+
+
+def real_nodes(count: int) -> list[RealNode]:
+    if not 1 <= count <= MAX_REAL_NODES:
+        raise RealNodeError(f"--real-nodes {count}: from 1 to {MAX_REAL_NODES} real nodes")
+    return [RealNode(index) for index in range(count)]
+
+
+FIRST = RealNode(0)
+# Node 0 hosts what is one per cluster: the API server's address, CoreDNS, the kubernetes Service's target.
+NODE_NAME = FIRST.name
+BRIDGE = FIRST.bridge
+POD_SUBNET = FIRST.pod_subnet
+NODE_IP = FIRST.address
 
 
 class RealNodeError(RuntimeError):
@@ -113,8 +185,18 @@ class NodePaths:
         return self.root / "Corefile"
 
 
-def node_paths(run_dir: Path) -> NodePaths:
-    return NodePaths(run_dir / "node")
+def node_paths(run_dir: Path, node: RealNode = FIRST) -> NodePaths:
+    return node.paths(run_dir)
+
+
+def started_nodes(run_dir: Path) -> list[RealNode]:
+    """The nodes whose directories a start made in ``run_dir`` (a half-finished start's included)."""
+    found = [RealNode(0)] if (run_dir / "node").is_dir() else []
+    for directory in run_dir.glob("node-*"):
+        number = directory.name.removeprefix("node-")
+        if directory.is_dir() and number.isdigit():
+            found.append(RealNode(int(number)))
+    return sorted(found, key=lambda node: node.index)
 
 
 def cannot_run_reasons() -> list[str]:
@@ -149,19 +231,23 @@ def _run(*command: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return result
 
 
-BRIDGE_SYSFS = Path("/sys/class/net") / BRIDGE
+def _bridge_sysfs(node: RealNode) -> Path:
+    return Path("/sys/class/net") / node.bridge
 
 
-def _bridge_holder() -> Path | None:
+BRIDGE_SYSFS = _bridge_sysfs(FIRST)
+
+
+def _bridge_holder(node: RealNode) -> Path | None:
     """The run directory that made the bridge: ``setup_network`` writes it as the bridge's alias."""
     with contextlib.suppress(OSError):
-        alias = (BRIDGE_SYSFS / "ifalias").read_text().strip()
+        alias = (_bridge_sysfs(node) / "ifalias").read_text().strip()
         if alias:
             return Path(alias)
     return None
 
 
-def _holder_alive(holder: Path | None) -> bool:
+def _holder_alive(node: RealNode, holder: Path | None) -> bool:
     """Whether the node that made the bridge still runs: any process its run directory recorded, or, for a
     bridge without an alias, a kubelet started with the node's address."""
     if holder is not None:
@@ -170,50 +256,72 @@ def _holder_alive(holder: Path | None) -> bool:
             for record in (processes.read_record(holder, name) for name in processes.recorded(holder))
         )
     for process in psutil.process_iter(["cmdline"]):
-        if f"--node-ip={NODE_IP}" in (process.info["cmdline"] or []):
+        if f"--node-ip={node.address}" in (process.info["cmdline"] or []):
             return True
     return False
 
 
-def clear_stale_node(log: Callable[[str], None]) -> None:
-    """One real node per machine: its bridge name and addresses are fixed. A bridge whose node still runs
-    stops this start (before anything is made, so the failed start's cleanup never touches the other node);
-    one whose node is gone (a crash, a machine restart that kept the network namespace) is torn down."""
-    if not BRIDGE_SYSFS.exists():
+def clear_stale_node(log: Callable[[str], None], node: RealNode = FIRST) -> None:
+    """One real-node cluster per machine: bridge names and addresses are fixed. A bridge whose node still
+    runs stops this start (before anything is made, so the failed start's cleanup never touches the other
+    node); one whose node is gone (a crash, a machine restart that kept the network namespace) is torn
+    down, with every node its run directory had."""
+    if not _bridge_sysfs(node).exists():
         return
-    holder = _bridge_holder()
-    if _holder_alive(holder):
+    holder = _bridge_holder(node)
+    if _holder_alive(node, holder):
         where = f" from {holder}" if holder is not None else ""
         raise RealNodeError(
-            f"the bridge {BRIDGE} belongs to a real node that is still running{where} (one per machine): "
-            f"stop it first (`kubetrain envtest stop --dir {holder or '<its run directory>'}`)"
+            f"the bridge {node.bridge} belongs to a real node that is still running{where} (one real-node "
+            f"cluster per machine): stop it first (`kubetrain envtest stop --dir "
+            f"{holder or '<its run directory>'}`)"
         )
     log(f"removing what a real node no longer running left behind ({holder or 'run directory unknown'})")
     if holder is not None:
         teardown(holder)
         remove_network(holder)
-    else:
-        _kill_cgroup_processes()
-        _remove_cgroups()
+    _kill_cgroup_processes(node)
+    _remove_cgroups(node)
+    _run("ip", "link", "del", node.bridge, check=False)
+    if holder is None:
         _remove_iptables_rules()
-        _run("ip", "link", "del", BRIDGE, check=False)
 
 
-def setup_network(run_dir: Path) -> None:
-    """The node's address on the pod bridge (made here, before the API server binds to it). The CNI bridge
-    plugin later finds the bridge and its gateway address already there and attaches pods to it. The alias
-    names the run directory, so a later start can tell a live node's bridge from a dead one's."""
-    _run("ip", "link", "add", BRIDGE, "type", "bridge")
-    _run("ip", "link", "set", BRIDGE, "alias", str(run_dir))
-    _run("ip", "addr", "add", f"{NODE_IP}/{NODE_PREFIX}", "dev", BRIDGE)
-    _run("ip", "link", "set", BRIDGE, "up")
+def setup_network(run_dir: Path, nodes: list[RealNode] | None = None) -> None:
+    """Each node's address on its pod bridge (made here, before the API server binds to node 0's). The CNI
+    bridge plugin later finds the bridge and its gateway address already there and attaches pods to it. The
+    alias names the run directory, so a later start can tell a live node's bridge from a dead one's. The
+    FORWARD rule lets pods of one node reach another's (routed between bridges) whatever the chain's policy
+    (dockerd's default sets it to DROP)."""
+    for node in nodes or [FIRST]:
+        _run("ip", "link", "add", node.bridge, "type", "bridge")
+        _run("ip", "link", "set", node.bridge, "alias", str(run_dir))
+        _run("ip", "addr", "add", f"{node.address}/{NODE_PREFIX}", "dev", node.bridge)
+        _run("ip", "link", "set", node.bridge, "up")
+    _run("iptables", "-I", *forward_rule())
+
+
+def forward_rule() -> list[str]:
+    return [
+        "FORWARD",
+        "-s",
+        POD_NETWORK,
+        "-d",
+        POD_NETWORK,
+        "-m",
+        "comment",
+        "--comment",
+        FORWARD_COMMENT,
+        "-j",
+        "ACCEPT",
+    ]
 
 
 def _iptables_rule(apiserver_port: int) -> list[str]:
     return [
         "PREROUTING",
         "-s",
-        POD_SUBNET,
+        POD_NETWORK,
         "-d",
         f"{SERVICE_IP}/32",
         "-p",
@@ -236,12 +344,16 @@ def route_kubernetes_service(apiserver_port: int) -> None:
 
 
 def _remove_iptables_rules() -> None:
-    """Every rule carrying our comment, whatever port it names (a crashed start's included)."""
-    listing = _run("iptables", "-t", "nat", "-S", "PREROUTING", check=False).stdout
-    for line in listing.splitlines():
-        if IPTABLES_COMMENT in line and line.startswith("-A "):
-            # `-S` prints the rule as it was added; quoted comment words come back as one argument.
-            _run("iptables", "-t", "nat", "-D", *shlex.split(line[3:]), check=False)
+    """Every rule carrying one of our comments, whatever it names (a crashed start's included)."""
+    for table, chain, comment in (
+        ("nat", "PREROUTING", IPTABLES_COMMENT),
+        ("filter", "FORWARD", FORWARD_COMMENT),
+    ):
+        listing = _run("iptables", "-t", table, "-S", chain, check=False).stdout
+        for line in listing.splitlines():
+            if comment in line and line.startswith("-A "):
+                # `-S` prints the rule as it was added; quoted comment words come back as one argument.
+                _run("iptables", "-t", table, "-D", *shlex.split(line[3:]), check=False)
 
 
 def containerd_config(paths: NodePaths) -> str:
@@ -285,20 +397,20 @@ def containerd_config(paths: NodePaths) -> str:
     )
 
 
-def cni_config(paths: NodePaths) -> dict[str, Any]:
+def cni_config(paths: NodePaths, node: RealNode = FIRST) -> dict[str, Any]:
     return {
         "cniVersion": "1.0.0",
         "name": "kubetrain",
         "plugins": [
             {
                 "type": "bridge",
-                "bridge": BRIDGE,
+                "bridge": node.bridge,
                 "isGateway": True,
                 "ipMasq": False,
                 "hairpinMode": True,
                 "ipam": {
                     "type": "host-local",
-                    "ranges": [[{"subnet": POD_SUBNET, "gateway": NODE_IP}]],
+                    "ranges": [[{"subnet": node.pod_subnet, "gateway": node.address}]],
                     "routes": [{"dst": "0.0.0.0/0"}],
                     "dataDir": str(paths.root / "cni" / "ipam"),
                 },
@@ -307,7 +419,7 @@ def cni_config(paths: NodePaths) -> dict[str, Any]:
     }
 
 
-def kubelet_config(paths: NodePaths, pki: Pki) -> dict[str, Any]:
+def kubelet_config(paths: NodePaths, pki: Pki, node: RealNode = FIRST) -> dict[str, Any]:
     return {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
@@ -318,12 +430,15 @@ def kubelet_config(paths: NodePaths, pki: Pki) -> dict[str, Any]:
             "x509": {"clientCAFile": str(pki.ca_cert)},
         },
         "authorization": {"mode": "AlwaysAllow"},
-        "address": NODE_IP,
+        "address": node.address,
         "port": KUBELET_PORT,
-        "healthzBindAddress": "127.0.0.1",
+        # Each node's own address: the kubelets of several nodes share the machine's ports.
+        "healthzBindAddress": node.address,
         "healthzPort": 10248,
         "readOnlyPort": 0,
         "cgroupDriver": "cgroupfs",
+        # Its pods' cgroups under a parent of the node's own, so stopping one node kills only its pods.
+        "cgroupRoot": f"/{node.cgroup_parent}",
         "failSwapOn": False,
         "failCgroupV1": False,
         "clusterDomain": CLUSTER_DOMAIN,
@@ -384,82 +499,123 @@ def apiserver_kubelet_client(pki: Pki) -> tuple[Path, Path]:
     return issue_client_certificate(pki, "apiserver-kubelet-client", "kube-apiserver-kubelet-client")
 
 
-@dataclass(frozen=True)
-class ReadyCheck:
-    what: str
-    ready: Callable[[], bool]
-    record: processes.ProcessRecord | None
+Wait = Callable[[str, Callable[[], bool], processes.ProcessRecord | None], float]
 
 
 def start(
     run_dir: Path,
+    nodes: list[RealNode],
     binaries: NodeBinaries,
     pki: Pki,
     server: str,
-    admin_kubeconfig: Path,
-    wait: Callable[[str, Callable[[], bool], processes.ProcessRecord | None], float],
-    node_ready: Callable[[], bool],
+    wait: Wait,
+    node_ready: Callable[[str], bool],
     log: Callable[[str], None],
 ) -> dict[str, float]:
-    """Clone the image cache (the pause image at least) into containerd's root, start containerd, CoreDNS and
-    the kubelet; wait until the Node is Ready.
-    The network (bridge, DNAT) is set up by the caller before the API server starts."""
-    paths = node_paths(run_dir)
-    paths.root.mkdir(parents=True, exist_ok=True)
-    paths.socket_dir.mkdir(parents=True, exist_ok=True)
+    """Per node: clone the image cache (the pause image at least) into its containerd's root, start its
+    containerd and its kubelet; CoreDNS once, on node 0's address; wait until every Node is Ready.
+    The network (bridges, DNAT) is set up by the caller before the API server starts."""
     timings: dict[str, float] = {}
-    paths.containerd_config.write_text(containerd_config(paths))
-    paths.cni_conf_dir.mkdir(parents=True, exist_ok=True)
-    (paths.cni_conf_dir / "10-kubetrain.conflist").write_text(json.dumps(cni_config(paths), indent=1) + "\n")
     clock = time.monotonic()
     imagecache.update(["pause"], log)
-    imagecache.clone_into(paths.containerd_root)
+    for node in nodes:
+        paths = node.paths(run_dir)
+        paths.root.mkdir(parents=True, exist_ok=True)
+        paths.containerd_config.write_text(containerd_config(paths))
+        paths.cni_conf_dir.mkdir(parents=True, exist_ok=True)
+        conflist = json.dumps(cni_config(paths, node), indent=1) + "\n"
+        (paths.cni_conf_dir / "10-kubetrain.conflist").write_text(conflist)
+        imagecache.clone_into(paths.containerd_root)
+        cert, key = issue_client_certificate(
+            pki, node.process("kubelet"), f"system:node:{node.name}", ("system:nodes",)
+        )
+        _kubeconfig(paths.kubelet_kubeconfig, server, pki, cert, key, f"system:node:{node.name}")
+        paths.kubelet_config.write_text(yaml.safe_dump(kubelet_config(paths, pki, node), sort_keys=False))
     timings["image-cache"] = time.monotonic() - clock
-    containerd = processes.spawn(
-        run_dir, "containerd", ["containerd", "--config", str(paths.containerd_config)]
+    for node in nodes:
+        timings[node.process("containerd")] = _start_containerd(run_dir, node, wait)
+
+    paths = FIRST.paths(run_dir)
+    cert, key = issue_client_certificate(pki, "coredns", "kubetrain:coredns", ("system:masters",))
+    coredns_kubeconfig = paths.root / "coredns.kubeconfig"
+    _kubeconfig(coredns_kubeconfig, server, pki, cert, key, "kubetrain:coredns")
+    ready_port = _free_port()
+    paths.corefile.write_text(corefile(coredns_kubeconfig, ready_port))
+    coredns = processes.spawn(run_dir, COREDNS, [str(binaries.coredns), "-conf", str(paths.corefile)])
+
+    clock = time.monotonic()
+    kubelets = [(node, _spawn_kubelet(run_dir, node, binaries)) for node in nodes]
+    timings["coredns"] = wait(
+        "CoreDNS /ready", lambda: _http_ok(f"http://127.0.0.1:{ready_port}/ready"), coredns
     )
-    timings["containerd"] = wait(
-        "containerd answering on its socket",
+    for node, kubelet in kubelets:
+        wait(f"node {node.name} Ready", functools.partial(node_ready, node.name), kubelet)
+    timings["kubelet-to-node-ready"] = time.monotonic() - clock
+    return timings
+
+
+def _start_containerd(run_dir: Path, node: RealNode, wait: Wait) -> float:
+    paths = node.paths(run_dir)
+    paths.socket_dir.mkdir(parents=True, exist_ok=True)
+    containerd = processes.spawn(
+        run_dir, node.process("containerd"), ["containerd", "--config", str(paths.containerd_config)]
+    )
+    seconds = wait(
+        f"{node.name}'s containerd answering on its socket",
         lambda: (
             _run("ctr", "--address", str(paths.containerd_socket), "version", check=False).returncode == 0
         ),
         containerd,
     )
     if not _has_image(paths, PAUSE_IMAGE):
-        raise RealNodeError(f"{PAUSE_IMAGE} is not in the node's containerd after the image cache's clone")
+        raise RealNodeError(f"{PAUSE_IMAGE} is not in {node.name}'s containerd after the image cache's clone")
+    return seconds
 
-    cert, key = issue_client_certificate(pki, "coredns", "kubetrain:coredns", ("system:masters",))
-    coredns_kubeconfig = paths.root / "coredns.kubeconfig"
-    _kubeconfig(coredns_kubeconfig, server, pki, cert, key, "kubetrain:coredns")
-    ready_port = _free_port()
-    paths.corefile.write_text(corefile(coredns_kubeconfig, ready_port))
-    coredns = processes.spawn(run_dir, "coredns", [str(binaries.coredns), "-conf", str(paths.corefile)])
 
-    cert, key = issue_client_certificate(pki, "kubelet", f"system:node:{NODE_NAME}", ("system:nodes",))
-    _kubeconfig(paths.kubelet_kubeconfig, server, pki, cert, key, f"system:node:{NODE_NAME}")
-    paths.kubelet_config.write_text(yaml.safe_dump(kubelet_config(paths, pki), sort_keys=False))
+def _make_cgroup_parent(node: RealNode) -> None:
+    """The kubelet refuses a ``cgroupRoot`` missing from any hierarchy. A new cpuset cgroup has no CPUs or
+    memory nodes until given its parent's (the kubelet's own cgroups copy them, but this one it only
+    checks)."""
+    for hierarchy in _hierarchies():
+        parent = hierarchy / node.cgroup_parent
+        parent.mkdir(exist_ok=True)
+        for name in ("cpuset.cpus", "cpuset.mems"):
+            inherited = hierarchy / name
+            own = parent / name
+            if inherited.is_file() and own.is_file() and not own.read_text().strip():
+                own.write_text(inherited.read_text())
+
+
+def _spawn_kubelet(run_dir: Path, node: RealNode, binaries: NodeBinaries) -> processes.ProcessRecord:
+    paths = node.paths(run_dir)
     paths.kubelet_root.mkdir(parents=True, exist_ok=True)
-    clock = time.monotonic()
-    kubelet = processes.spawn(
+    _make_cgroup_parent(node)
+    return processes.spawn(
         run_dir,
-        "kubelet",
+        node.process("kubelet"),
         [
             str(binaries.kubelet),
             f"--kubeconfig={paths.kubelet_kubeconfig}",
             f"--config={paths.kubelet_config}",
             f"--root-dir={paths.kubelet_root}",
-            f"--hostname-override={NODE_NAME}",
-            f"--node-ip={NODE_IP}",
+            f"--hostname-override={node.name}",
+            f"--node-ip={node.address}",
             f"--node-labels={REAL_NODE_LABEL}=true",
             "--v=1",
         ],
     )
-    timings["coredns"] = wait(
-        "CoreDNS /ready", lambda: _http_ok(f"http://127.0.0.1:{ready_port}/ready"), coredns
-    )
-    wait(f"node {NODE_NAME} Ready", node_ready, kubelet)
-    timings["kubelet-to-node-ready"] = time.monotonic() - clock
-    return timings
+
+
+def restart_node(run_dir: Path, node: RealNode, wait: Wait, node_ready: Callable[[str], bool]) -> float:
+    """The node back after ``stop_node``: its containerd and kubelet on the same directories, as after a
+    reboot; the kubelet re-registers and cleans up the pods it finds (their containers died with the node).
+    Returns the seconds until ``node_ready`` said so."""
+    clock = time.monotonic()
+    _start_containerd(run_dir, node, wait)
+    _make_cgroup_parent(node)
+    kubelet = processes.respawn(run_dir, node.process("kubelet"))
+    wait(f"node {node.name} Ready", functools.partial(node_ready, node.name), kubelet)
+    return time.monotonic() - clock
 
 
 def _free_port() -> int:
@@ -495,12 +651,12 @@ def load_images(paths: NodePaths, names: list[str]) -> None:
         raise RealNodeError(f"`{' '.join(command)}` failed:\n{result.stdout[-2000:]}{result.stderr[-2000:]}")
 
 
-def _kill_cgroup_processes() -> None:
-    """SIGKILL every process in the kubelet's pod cgroups (containers, pause processes), twice over: a
-    process forking while we read the list is caught the second time."""
+def _kill_cgroup_processes(node: RealNode) -> None:
+    """SIGKILL every process in the node's cgroups (containers, pause processes), twice over: a process
+    forking while we read the list is caught the second time."""
     for _ in range(3):
         found = False
-        for hierarchy in _kubepods_dirs():
+        for hierarchy in _node_cgroups(node):
             for directory in _cgroup_tree(hierarchy):
                 procs = directory / "cgroup.procs"
                 with contextlib.suppress(OSError):
@@ -513,12 +669,17 @@ def _kill_cgroup_processes() -> None:
         time.sleep(0.2)
 
 
-def _kubepods_dirs() -> list[Path]:
+def _hierarchies() -> list[Path]:
+    """The cgroup v1 hierarchies (a directory with ``cgroup.procs`` under /sys/fs/cgroup), or the v2 root."""
     if not CGROUP_ROOT.is_dir():
         return []
-    return [path for path in CGROUP_ROOT.glob("*/kubepods") if path.is_dir()] + (
-        [CGROUP_ROOT / "kubepods"] if (CGROUP_ROOT / "kubepods").is_dir() else []
-    )
+    if (CGROUP_ROOT / "cgroup.controllers").is_file():
+        return [CGROUP_ROOT]
+    return sorted(path for path in CGROUP_ROOT.iterdir() if (path / "cgroup.procs").is_file())
+
+
+def _node_cgroups(node: RealNode) -> list[Path]:
+    return [path for path in (h / node.cgroup_parent for h in _hierarchies()) if path.is_dir()]
 
 
 def _cgroup_tree(hierarchy: Path) -> list[Path]:
@@ -527,10 +688,10 @@ def _cgroup_tree(hierarchy: Path) -> list[Path]:
     return [Path(directory) for directory, _, _ in os.walk(hierarchy)]
 
 
-def _remove_cgroups() -> None:
-    for hierarchy in _kubepods_dirs():
+def _remove_cgroups(node: RealNode) -> None:
+    for parent in _node_cgroups(node):
         # Deepest first: a cgroup directory is removed with rmdir once it has no children and no tasks.
-        for directory in sorted(_cgroup_tree(hierarchy), key=lambda p: len(p.parts), reverse=True):
+        for directory in sorted(_cgroup_tree(parent), key=lambda p: len(p.parts), reverse=True):
             with contextlib.suppress(OSError):
                 directory.rmdir()
 
@@ -575,47 +736,72 @@ def _remove_container_log_links(paths: NodePaths) -> None:
                 link.unlink()
 
 
-def teardown(run_dir: Path) -> list[str]:
-    """Stop the node's processes and remove what they left on the host (then ``remove_network``); return
-    the names of the processes that were running. Safe to call when nothing was started."""
-    paths = node_paths(run_dir)
-    stopped = [name for name in ("kubelet", "coredns") if processes.terminate(run_dir, name)]
-    _kill_cgroup_processes()
-    if processes.terminate(run_dir, "containerd"):
-        stopped.append("containerd")
+def stop_node(run_dir: Path, node: RealNode) -> list[str]:
+    """A node lost: its kubelet and containerd stop, every process of its pods is killed, and what a reboot
+    would lose goes (mounts, containerd's and runc's state, the node's cgroups); its containerd root
+    (images, the metadata of its containers) and the kubelet's directory stay, as a disk would. Other nodes'
+    pods are untouched: each node's live under a cgroup parent of its own. Returns the processes that ran."""
+    paths = node.paths(run_dir)
+    stopped = [node.process("kubelet")] if processes.terminate(run_dir, node.process("kubelet")) else []
+    _kill_cgroup_processes(node)
+    if processes.terminate(run_dir, node.process("containerd")):
+        stopped.append(node.process("containerd"))
     _kill_shims(paths)
-    _kill_cgroup_processes()
-    _remove_cgroups()
+    _kill_cgroup_processes(node)
+    _remove_cgroups(node)
     _unmount_all(paths.root)
-    _remove_container_log_links(paths)
+    for volatile in (paths.root / "containerd" / "state", paths.root / "runc"):
+        if not mounts_under(volatile):
+            shutil.rmtree(volatile, ignore_errors=True)
     shutil.rmtree(paths.socket_dir, ignore_errors=True)
     return stopped
 
 
+def teardown(run_dir: Path) -> list[str]:
+    """Stop every node's processes and CoreDNS and remove what they left on the host (then
+    ``remove_network``); return the names of the processes that were running. Safe to call when nothing was
+    started."""
+    nodes = started_nodes(run_dir)
+    stopped = [COREDNS] if processes.terminate(run_dir, COREDNS) else []
+    for node in nodes:
+        stopped += stop_node(run_dir, node)
+        _remove_container_log_links(node.paths(run_dir))
+    return stopped
+
+
 def remove_network(run_dir: Path) -> None:
-    """The DNAT rule, the bridge and the node directory: after the control plane has stopped, because the
-    API server listens on the bridge's address and its shutdown hangs (until killed) once that is gone."""
-    paths = node_paths(run_dir)
+    """The DNAT and FORWARD rules, the bridges and the node directories: after the control plane has
+    stopped, because the API server listens on node 0's bridge address and its shutdown hangs (until
+    killed) once that is gone."""
     _remove_iptables_rules()
-    if _run("ip", "link", "show", BRIDGE, check=False).returncode == 0:
-        _run("ip", "link", "del", BRIDGE, check=False)
-    if not mounts_under(paths.root):
-        shutil.rmtree(paths.root, ignore_errors=True)
+    for node in started_nodes(run_dir):
+        if _run("ip", "link", "show", node.bridge, check=False).returncode == 0:
+            _run("ip", "link", "del", node.bridge, check=False)
+        paths = node.paths(run_dir)
+        if not mounts_under(paths.root):
+            shutil.rmtree(paths.root, ignore_errors=True)
 
 
-def leftovers(run_dir: Path) -> list[str]:
-    """What a stopped node would have left behind (empty after ``teardown``): for status and the tests."""
-    paths = node_paths(run_dir)
+def leftovers(run_dir: Path, nodes: list[RealNode] | None = None) -> list[str]:
+    """What stopped nodes would have left behind (empty after ``teardown``): for status and the tests.
+    ``nodes``: those the run had (their directories are gone after a stop); by default node 0."""
     found: list[str] = []
-    for name in NODE_COMPONENTS:
-        record = processes.read_record(run_dir, name)
-        if record is not None and record.is_running():
-            found.append(f"process {name} ({record.pid})")
-    found += [f"mount {m}" for m in mounts_under(paths.root)]
-    if _run("ip", "link", "show", BRIDGE, check=False).returncode == 0:
-        found.append(f"bridge {BRIDGE}")
+    record = processes.read_record(run_dir, COREDNS)
+    if record is not None and record.is_running():
+        found.append(f"process {COREDNS} ({record.pid})")
+    for node in nodes or [FIRST]:
+        paths = node.paths(run_dir)
+        for name in map(node.process, NODE_COMPONENTS):
+            record = processes.read_record(run_dir, name)
+            if record is not None and record.is_running():
+                found.append(f"process {name} ({record.pid})")
+        found += [f"mount {m}" for m in mounts_under(paths.root)]
+        if _run("ip", "link", "show", node.bridge, check=False).returncode == 0:
+            found.append(f"bridge {node.bridge}")
+        found += [f"cgroup {path}" for path in _node_cgroups(node)]
+        found += [f"directory {path}" for path in (paths.root, paths.socket_dir) if path.exists()]
     if IPTABLES_COMMENT in _run("iptables", "-t", "nat", "-S", "PREROUTING", check=False).stdout:
         found.append("iptables DNAT rule")
-    found += [f"cgroup {path}" for path in _kubepods_dirs()]
-    found += [f"directory {path}" for path in (paths.root, paths.socket_dir) if path.exists()]
+    if FORWARD_COMMENT in _run("iptables", "-S", "FORWARD", check=False).stdout:
+        found.append("iptables FORWARD rule")
     return found

@@ -102,6 +102,8 @@ class JobController:
         """Whether the framework has files beside its pods (it overrides ``Framework.config_files``), the only
         reader of a target's running hosts."""
         self._departed: dict[str, list[KubeObject]] = {}
+        # Children whose deletion was counted when they turned terminating: not again when they go.
+        self._deletions_seen: set[str] = set()
         """By job key, the last state of its disrupted pods deleted since its last reconcile (``observe``'s
         ``departed``): what counts each disruption once, when it is over."""
         self._remembered: dict[str, ChildObservations] = {}
@@ -132,13 +134,49 @@ class JobController:
         namespace = (change.object.get("metadata") or {}).get("namespace")
         job_key = f"{namespace}/{job_name}"
         key = expectation_key(job_key, replica_type, resource)
+        uid = (change.object.get("metadata") or {}).get("uid")
         if change.type is ChangeType.ADDED:
             self._expectations.creation_observed(key)
+        elif change.type is ChangeType.MODIFIED:
+            if (
+                _being_deleted(change.new)
+                and not _being_deleted(change.old)
+                and self._on_lost_node(change.object)
+            ):
+                self._stranded(key, uid)
         elif change.type is ChangeType.DELETED:
-            self._expectations.deletion_observed(key)
+            # Counted already when stranded on a lost node; again only for a deletion asked of it since (a
+            # terminating pod force-deleted), which only its going settles. With another child of the key
+            # awaited too, that may settle the key a watch event early: the reconcile then sees that child not
+            # yet terminating and asks for its deletion again, which the engine does once per child anyway.
+            if uid not in self._deletions_seen or self._expectations.pending(key)[1] > 0:
+                self._expectations.deletion_observed(key)
+            self._deletions_seen.discard(uid)
             if resource == "pods" and self._disrupted(change.object):
                 self._departed.setdefault(job_key, []).append(change.object)
         self.queue.add(job_key)
+
+    def on_node_lost(self, pod: KubeObject, job_name: str, replica_type: str) -> None:
+        """``pod``'s node stopped reporting: if it is terminating, its deletion cannot complete until the node
+        comes back, so it counts as observed now, and the reconcile that forces it off (node-loss timeout,
+        stuck deletion) does not wait for it."""
+        namespace = (pod.get("metadata") or {}).get("namespace")
+        job_key = f"{namespace}/{job_name}"
+        if _being_deleted(pod):
+            self._stranded(
+                expectation_key(job_key, replica_type, "pods"), (pod.get("metadata") or {}).get("uid")
+            )
+        self.queue.add(job_key)
+
+    def _stranded(self, key: str, uid: str | None) -> None:
+        if uid is not None and uid not in self._deletions_seen:
+            self._expectations.deletion_observed(key)
+            self._deletions_seen.add(uid)
+
+    def _on_lost_node(self, pod: KubeObject) -> bool:
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        node = self._children.nodes.get(str(node_name)) if self._children.nodes and node_name else None
+        return node is not None and observe_node(node).lost
 
     def _disrupted(self, pod: KubeObject) -> bool:
         """A deleted pod a disruption ended: its ``DisruptionTarget``, or its node is lost (the engine
@@ -422,3 +460,7 @@ def child_routing(
         return None
     replica_type = controller.framework.replica_type_of({str(k): str(v) for k, v in labels.items()})
     return controller, str(job_name), replica_type or ""
+
+
+def _being_deleted(child: KubeObject | None) -> bool:
+    return child is not None and bool((child.get("metadata") or {}).get("deletionTimestamp"))

@@ -532,8 +532,12 @@ def _route_node(change: ObjectChange, pods: Store, by_name: dict[str, JobControl
         if (pod.get("spec") or {}).get("nodeName") != name:
             continue
         routed = child_routing(pod, by_name)
-        if routed is not None:
-            controller, job_name, _ = routed
+        if routed is None:
+            continue
+        controller, job_name, replica_type = routed
+        if new.lost:
+            controller.on_node_lost(pod, job_name, replica_type)
+        else:
             controller.queue.add(f"{(pod.get('metadata') or {}).get('namespace')}/{job_name}")
 
 

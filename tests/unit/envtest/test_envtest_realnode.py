@@ -68,10 +68,12 @@ def test_kubelet_serves_on_the_node_address_with_cluster_dns_there(tmp_path: Pat
     assert config["authentication"]["x509"]["clientCAFile"] == str(pki.ca_cert)
 
 
-def test_kubernetes_service_rule_sends_only_pod_traffic_for_the_cluster_ip_to_the_api_server() -> None:
+def test_kubernetes_service_rule_sends_only_pod_network_traffic_for_the_cluster_ip_to_the_api_server() -> (
+    None
+):
     rule = realnode._iptables_rule(6443)
 
-    assert rule[rule.index("-s") + 1] == realnode.POD_SUBNET
+    assert rule[rule.index("-s") + 1] == realnode.POD_NETWORK
     assert rule[rule.index("-d") + 1] == f"{SERVICE_IP}/32"
     assert rule[rule.index("--to-destination") + 1] == f"{realnode.NODE_IP}:6443"
 

@@ -69,6 +69,52 @@ async def test_the_watch_seeing_the_pod_settles_the_expectation_and_requeues_the
     assert len(jobs.queue) == 1
 
 
+def _pod(terminating: bool) -> dict[str, Any]:
+    metadata = {"name": "j-worker-0", "namespace": "default", "uid": "p1"}
+    return {
+        "metadata": {**metadata, "deletionTimestamp": "2026-11-27T21:41:25Z"} if terminating else metadata
+    }
+
+
+def test_a_pod_turning_terminating_on_a_node_that_reports_is_awaited_until_it_goes() -> None:
+    expectations = Expectations()
+    key = expectation_key("default/j", "Worker", "pods")
+    expectations.expect_deletions(key)
+    jobs = controller(FakeApi(), expectations)
+
+    jobs.on_child_change(ObjectChange(ChangeType.MODIFIED, _pod(False), _pod(True)), "pods", "j", "worker")
+    assert not expectations.satisfied(key)
+    jobs.on_child_change(ObjectChange(ChangeType.DELETED, _pod(True), None), "pods", "j", "worker")
+    assert expectations.satisfied(key)
+
+
+def test_a_terminating_pod_on_a_node_that_stopped_reporting_settles_its_deletion() -> None:
+    # It stays terminating until its node comes back: the reconcile that forces it off (node-loss timeout,
+    # stuck deletion) must not wait for it to be gone.
+    expectations = Expectations()
+    key = expectation_key("default/j", "Worker", "pods")
+    expectations.expect_deletions(key)
+    jobs = controller(FakeApi(), expectations)
+
+    jobs.on_node_lost(_pod(True), "j", "Worker")
+
+    assert expectations.satisfied(key)
+    assert len(jobs.queue) == 1
+
+
+def test_a_stranded_pod_force_deleted_settles_that_deletion_when_it_goes() -> None:
+    expectations = Expectations()
+    key = expectation_key("default/j", "Worker", "pods")
+    jobs = controller(FakeApi(), expectations)
+    expectations.expect_deletions(key)
+    jobs.on_node_lost(_pod(True), "j", "Worker")
+    expectations.expect_deletions(key)  # forced off its lost node: deleted again, with grace period 0
+
+    jobs.on_child_change(ObjectChange(ChangeType.DELETED, _pod(True), None), "pods", "j", "worker")
+
+    assert expectations.satisfied(key)
+
+
 class TerminatingNamespaceApi(FakeApi):
     """Refuses every write as an API server does in a namespace being deleted."""
 
