@@ -102,10 +102,11 @@ class JobController:
         """Whether the framework has files beside its pods (it overrides ``Framework.config_files``), the only
         reader of a target's running hosts."""
         self._departed: dict[str, list[KubeObject]] = {}
-        # Children whose deletion was counted when they turned terminating: not again when they go.
-        self._deletions_seen: set[str] = set()
         """By job key, the last state of its disrupted pods deleted since its last reconcile (``observe``'s
         ``departed``): what counts each disruption once, when it is over."""
+        self._deletions_seen: set[str] = set()
+        """UIDs of pods stranded terminating on a lost node whose deletion was counted then: not again when
+        they go."""
         self._remembered: dict[str, ChildObservations] = {}
         """By job key, for jobs of at least ``REMEMBERED_FROM_PODS`` pods: what observing costs a small job
         is not worth the memory of keeping it for the thousands of jobs a cluster may hold."""
