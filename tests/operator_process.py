@@ -7,7 +7,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -15,11 +15,15 @@ KUBETRAIN = Path(sys.executable).parent / "kubetrain"
 
 
 @contextmanager
-def running_operator(kubeconfig: Path, namespace: str, log_path: Path) -> Iterator[None]:
-    """``kubetrain operator`` watching only ``namespace`` (other tests share the cluster); its log is printed
-    afterwards, so a failing test shows what the operator did."""
-    command = [str(KUBETRAIN), "operator", "--kubeconfig", str(kubeconfig), "--namespace", namespace]
-    command += ["--metrics-bind-address", "0", "--health-probe-bind-address", "0"]
+def running_operator(
+    kubeconfig: Path, namespace: str | None, log_path: Path, flags: Sequence[str] = ()
+) -> Iterator[None]:
+    """``kubetrain operator`` watching only ``namespace`` (other tests share the cluster; None: every
+    namespace), with ``flags``; its log is printed afterwards, so a failing test shows what the operator
+    did."""
+    command = [str(KUBETRAIN), "operator", "--kubeconfig", str(kubeconfig)]
+    command += ["--namespace", namespace] if namespace is not None else []
+    command += ["--metrics-bind-address", "0", "--health-probe-bind-address", "0", *flags]
     with log_path.open("wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
     try:

@@ -7,6 +7,7 @@ import os
 import secrets
 import subprocess
 import sys
+import textwrap
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,6 +20,16 @@ from kubetrain.envtest.kubeapi import ApiError, KubeApi
 # The test pods' image: the Debian base of tools/images, whose python does the DNS and TCP checks.
 TEST_IMAGE = "localhost/kubetrain/python:3.11-bookworm"
 POD_TIMEOUT_SECONDS = 90.0
+GREETING_SERVER = textwrap.dedent(
+    """
+    import socket
+    server = socket.create_server(("", 23456))
+    connection, _ = server.accept()
+    connection.sendall(b"hello from " + socket.gethostname().encode() + b"\\n")
+    connection.close()
+    """
+)
+"""A pod's script: greets the first client on port 23456 with its host name, then exits."""
 
 
 @dataclass(frozen=True)

@@ -6,19 +6,9 @@ import textwrap
 
 import pytest
 
-from e2e.realpods import RealCluster, pod, wait_for_phase
+from e2e.realpods import GREETING_SERVER, RealCluster, pod, wait_for_phase
 
 pytestmark = pytest.mark.e2e
-
-SERVER = textwrap.dedent(
-    """
-    import socket
-    server = socket.create_server(("", 23456))
-    connection, _ = server.accept()
-    connection.sendall(b"hello from " + socket.gethostname().encode() + b"\\n")
-    connection.close()
-    """
-)
 
 CLIENT = textwrap.dedent(
     """
@@ -60,7 +50,9 @@ def _master_and_client(real_cluster: RealCluster, namespace: str) -> None:
     services = f"/api/v1/namespaces/{namespace}/services"
     api.create(services, _headless_service("job1", {"job": "job1"}))
     api.create(services, _headless_service("job1-master-0", {"app": "job1-master-0"}))
-    master = pod("job1-master-0", SERVER, hostname="job1-master-0", subdomain="job1", restartPolicy="Never")
+    master = pod(
+        "job1-master-0", GREETING_SERVER, hostname="job1-master-0", subdomain="job1", restartPolicy="Never"
+    )
     master["metadata"]["labels"]["job"] = "job1"
     pods = f"/api/v1/namespaces/{namespace}/pods"
     api.create(pods, master)

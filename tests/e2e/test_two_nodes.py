@@ -13,9 +13,6 @@ import ipaddress
 import os
 import re
 import secrets
-import signal
-import subprocess
-import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,25 +22,16 @@ import psutil
 import pytest
 import yaml
 
-from e2e.realpods import RealCluster, pod, scratch_namespace, wait_for_phase, wait_until
+from e2e.realpods import GREETING_SERVER, RealCluster, pod, scratch_namespace, wait_for_phase, wait_until
 from kubetrain.envtest import controlplane, realnode
 from kubetrain.envtest.kubeapi import ApiError, KubeApi
+from operator_process import running_operator
 
 pytestmark = pytest.mark.e2e
 
 NODES = realnode.real_nodes(2)
 # The node-lifecycle controller's grace period (50 s) plus its taint and status writes, with room for load.
 NOT_READY_TIMEOUT_SECONDS = 150.0
-
-SERVER = textwrap.dedent(
-    """
-    import socket
-    server = socket.create_server(("", 23456))
-    connection, _ = server.accept()
-    connection.sendall(b"hello from " + socket.gethostname().encode() + b"\\n")
-    connection.close()
-    """
-)
 
 CLIENT = textwrap.dedent(
     """
@@ -136,7 +124,7 @@ def test_pod_on_one_node_reaches_a_pod_on_the_other_by_its_headless_service_name
         },
     )
     pods = f"/api/v1/namespaces/{namespace}/pods"
-    server = pod("server-0", SERVER, hostname="server-0", subdomain="peers", restartPolicy="Never")
+    server = pod("server-0", GREETING_SERVER, hostname="server-0", subdomain="peers", restartPolicy="Never")
     api.create(pods, _on(NODES[1], server))
     api.create(pods, _on(NODES[0], pod("client", CLIENT, restartPolicy="Never")))
 
@@ -208,31 +196,9 @@ def host_operator(two_nodes: RealCluster, tmp_path_factory: pytest.TempPathFacto
         "PyTorchJobs served", lambda: _served(two_nodes.api, "/apis/kubeflow.org/v1/pytorchjobs"), 60.0
     )
     log_path = tmp_path_factory.mktemp("host-operator") / "operator.log"
-    command = [
-        str(Path(sys.executable).with_name("kubetrain")),
-        "operator",
-        "--kubeconfig",
-        str(two_nodes.kubeconfig),
-        "--enable-scheme",
-        "pytorchjob",
-        "--metrics-bind-address",
-        "0",
-        "--health-probe-bind-address",
-        "0",
-        f"--pytorch-init-container-image={BUSYBOX}",
-    ]
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
-    try:
+    flags = ("--enable-scheme", "pytorchjob", f"--pytorch-init-container-image={BUSYBOX}")
+    with running_operator(two_nodes.kubeconfig, None, log_path, flags):
         yield two_nodes
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
-        print(f"--- {log_path.name}\n{log_path.read_text(errors='replace')[-4000:]}")
 
 
 def _served(api: KubeApi, path: str) -> bool:
