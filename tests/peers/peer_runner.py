@@ -120,6 +120,8 @@ class Side:
     job_uid: str | None = None
     failure: str | None = None
     """Why the last step could not be taken here (the steps after it are skipped)."""
+    waited_out: list[str] = field(default_factory=list)
+    """The awaits that ran to their timeout here."""
 
     @property
     def kind(self) -> str:
@@ -390,7 +392,10 @@ class Await:
 
     def apply(self, side: Side) -> None:
         deadline = time.monotonic() + self.timeout
-        while side.condition(self.condition) is False and time.monotonic() < deadline:
+        while side.condition(self.condition) is False:
+            if time.monotonic() > deadline:
+                side.waited_out.append(str(self))
+                return
             time.sleep(POLL_SECONDS)
 
     def __str__(self) -> str:
@@ -405,7 +410,10 @@ class AwaitDeleted:
 
     def apply(self, side: Side) -> None:
         deadline = time.monotonic() + self.timeout
-        while side.job() is not None and time.monotonic() < deadline:
+        while side.job() is not None:
+            if time.monotonic() > deadline:
+                side.waited_out.append(str(self))
+                return
             time.sleep(POLL_SECONDS)
 
     def __str__(self) -> str:
@@ -433,7 +441,10 @@ class AwaitJobsStatus:
 
     def apply(self, side: Side) -> None:
         deadline = time.monotonic() + self.timeout
-        while not self.reached(side) and time.monotonic() < deadline:
+        while not self.reached(side):
+            if time.monotonic() > deadline:
+                side.waited_out.append(str(self))
+                return
             time.sleep(POLL_SECONDS)
 
     def __str__(self) -> str:
@@ -468,7 +479,10 @@ class AwaitLauncherJobDeleted:
     def apply(self, side: Side) -> None:
         path = f"/apis/batch/v1/namespaces/{side.namespace}/jobs/{side.job_name}-launcher"
         deadline = time.monotonic() + self.timeout
-        while side.api.exists(path) and time.monotonic() < deadline:
+        while side.api.exists(path):
+            if time.monotonic() > deadline:
+                side.waited_out.append(str(self))
+                return
             time.sleep(POLL_SECONDS)
 
     def __str__(self) -> str:
@@ -503,6 +517,8 @@ class Outcome:
     """The step it could not take, if any (the steps after it were skipped)."""
     events_dropped: bool = False
     """The operator recorded more events about the job than reached the API (client-go's spam filter)."""
+    waited_out: tuple[str, ...] = ()
+    """The awaits that ran to their timeout (the side never got there)."""
 
 
 def run_on(case: Case, side: Side, *, clean_up_after: bool = False) -> Outcome:
@@ -541,7 +557,7 @@ def _outcome(case: Case, side: Side, failure: str | None) -> Outcome:
         DUMP.mkdir(parents=True, exist_ok=True)
         text = json.dumps(snapshot.objects, indent=1, default=repr)
         (DUMP / f"{case.name}.{side.name}.json").write_text(text)
-    return Outcome(snapshot, failure, dropped)
+    return Outcome(snapshot, failure, dropped, tuple(side.waited_out))
 
 
 def compare_outcomes(case: str, peer: Outcome, kubetrain: Outcome, *, peer_drops_events: bool) -> Comparison:

@@ -312,8 +312,23 @@ def running(cluster: Cluster, phase: Phase) -> Iterator[tuple[str, Running, Path
 
 
 def run_phase(cluster: Cluster, phase: Phase, cases: Sequence[Case]) -> dict[str, Outcome]:
-    """Every case not yet run on this side, run under the phase's operator; all of them returned."""
+    """Every case not yet run on this side, run under the phase's operator; all of them returned.
+
+    A peer's case that waited out an await (its job never got the condition, or its TTL never deleted it) is
+    run once more under a fresh operator and namespace: a peer that wedges says nothing about kubetrain
+    (the mpi-operator's side of ``mpi-ttl`` once saw its launcher Job never complete, in two CI runs in a
+    row, where it had finished in seconds in every run before). The second run's outcome is the one compared.
+    """
     todo = [case for case in cases if (phase.side, case.name) not in OUTCOMES]
+    if todo:
+        _run_cases(cluster, phase, todo)
+    again = [case for case in todo if phase.is_peer and OUTCOMES[(phase.side, case.name)].waited_out]
+    if again:
+        _run_cases(cluster, phase, again)
+    return {case.name: OUTCOMES[(phase.side, case.name)] for case in cases}
+
+
+def _run_cases(cluster: Cluster, phase: Phase, todo: Sequence[Case]) -> None:
     names = Counter(case.manifest["metadata"]["name"] for case in todo)
     if todo:
         with running(cluster, phase) as (namespace, operator, log):
@@ -347,7 +362,6 @@ def run_phase(cluster: Cluster, phase: Phase, cases: Sequence[Case]) -> dict[str
             with ThreadPoolExecutor(CONCURRENCY) as pool:
                 for future in [pool.submit(one, case) for case in todo]:
                     future.result()
-    return {case.name: OUTCOMES[(phase.side, case.name)] for case in cases}
 
 
 @dataclass

@@ -111,8 +111,24 @@ def remember_command(run_dir: Path, name: str) -> None:
     record = read_record(run_dir, name)
     if command.exists() or record is None or not record.is_running():
         return
-    command.parent.mkdir(parents=True, exist_ok=True)
-    command.write_text(json.dumps(psutil.Process(record.pid).cmdline()) + "\n")
+    argv = _command_line(record.pid)
+    if argv:
+        command.parent.mkdir(parents=True, exist_ok=True)
+        command.write_text(json.dumps(argv) + "\n")
+
+
+def _command_line(pid: int, timeout: float = 2.0) -> list[str]:
+    """The process's command line; empty for a zombie. /proc shows none for a moment after a process is
+    started (seen: 1 in 12 reads right after ``spawn``), so an empty one is read again until ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            argv = psutil.Process(pid).cmdline()
+        except psutil.Error:
+            return []
+        if argv or time.monotonic() > deadline:
+            return argv
+        time.sleep(0.05)
 
 
 def respawn(run_dir: Path, name: str) -> ProcessRecord:
@@ -121,6 +137,8 @@ def respawn(run_dir: Path, name: str) -> ProcessRecord:
         argv = json.loads(command_file(run_dir, name).read_text())
     except OSError as error:
         raise FileNotFoundError(f"{name} was never started in {run_dir}") from error
+    if not argv:
+        raise FileNotFoundError(f"{name}'s recorded command line in {run_dir} is empty")
     return spawn(run_dir, name, argv)
 
 

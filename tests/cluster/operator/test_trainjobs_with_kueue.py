@@ -116,8 +116,12 @@ def _workload_condition(api: KubeApi, namespace: str, trainjob: str, type_: str)
     return _condition(workload, type_) if workload is not None else None
 
 
+def _workload_true(api: KubeApi, namespace: str, trainjob: str, type_: str) -> bool:
+    return (_workload_condition(api, namespace, trainjob, type_) or {}).get("status") == "True"
+
+
 def _admitted(api: KubeApi, namespace: str, trainjob: str) -> bool:
-    return (_workload_condition(api, namespace, trainjob, "Admitted") or {}).get("status") == "True"
+    return _workload_true(api, namespace, trainjob, "Admitted")
 
 
 def _pods(api: KubeApi, namespace: str, name: str) -> list[KubeObject]:
@@ -217,8 +221,8 @@ def test_kueue_holds_a_second_trainjob_until_the_first_frees_its_quota(
     _finish(kube_api, pod_driver, namespace, "first", first_pods)
     second_pods = _admitted_and_running(kube_api, namespace, "second")
     _finish(kube_api, pod_driver, namespace, "second", second_pods)
-    finished = _workload_condition(kube_api, namespace, "second", "Finished")
-    assert finished is not None and finished["status"] == "True"
+    # Kueue marks the Workload Finished once it sees the TrainJob Complete: a moment later under load.
+    eventually(lambda: _workload_true(kube_api, namespace, "second", "Finished"), TIMEOUT, "second Finished")
     # One Workload per TrainJob: Kueue left the JobSets and Jobs made of them to it (their controller owner).
     assert sorted(_owners(w) for w in _workloads(kube_api, namespace)) == [
         [("TrainJob", "first")],
