@@ -74,7 +74,8 @@ def test_a_training_jobs_page_shows_its_output_and_its_curves_live_while_it_trai
         # Every report from before the page opened is drawn, then each later one as it comes.
         wait_until("the history drawn", lambda: points(page, "loss") >= reported, 15)
         opened_with = points(page, "loss")
-        assert points(page, "progress %") == opened_with
+        # Both curves drawn from the same reports (a report may arrive between reading one and the other).
+        assert points(page, "progress %") >= opened_with
         output = page.locator("#log-output")
         expect(output).to_contain_text("joined the process group")
         expect(output).to_contain_text(re.compile(r"step \d+ loss"))

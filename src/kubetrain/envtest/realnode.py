@@ -549,9 +549,46 @@ def start(
         "CoreDNS /ready", lambda: _http_ok(f"http://127.0.0.1:{ready_port}/ready"), coredns
     )
     for node, kubelet in kubelets:
-        wait(f"node {node.name} Ready", functools.partial(node_ready, node.name), kubelet)
+        _wait_ready(run_dir, node, kubelet, wait, node_ready)
     timings["kubelet-to-node-ready"] = time.monotonic() - clock
     return timings
+
+
+CRI_NOT_INITIALIZED = "server is not initialized yet"
+CRI_RETRIES = 20
+
+
+def _wait_ready(
+    run_dir: Path,
+    node: RealNode,
+    kubelet: processes.ProcessRecord,
+    wait: Wait,
+    node_ready: Callable[[str], bool],
+) -> None:
+    """Until the node is Ready. A kubelet started while its containerd's CRI service is still initializing
+    (containerd answers ``ctr version`` before that, and a cloned store of gigabytes of images takes a while
+    under load) exits at once with "server is not initialized yet" (seen in CI on the second of two nodes):
+    it is started again, a second later, up to ``CRI_RETRIES`` times."""
+    for attempt in range(CRI_RETRIES + 1):
+        try:
+            wait(f"node {node.name} Ready", functools.partial(node_ready, node.name), kubelet)
+            return
+        except Exception:
+            if kubelet.is_running() or attempt == CRI_RETRIES or not _said(kubelet, CRI_NOT_INITIALIZED):
+                raise
+        time.sleep(1.0)
+        kubelet = processes.respawn(run_dir, node.process("kubelet"))
+
+
+def _said(process: processes.ProcessRecord, text: str) -> bool:
+    """Whether the end of the process's log has ``text``."""
+    try:
+        with process.log.open("rb") as log:
+            log.seek(0, 2)
+            log.seek(max(log.tell() - 4096, 0))
+            return text.encode() in log.read()
+    except OSError:
+        return False
 
 
 def _start_containerd(run_dir: Path, node: RealNode, wait: Wait) -> float:
@@ -614,7 +651,7 @@ def restart_node(run_dir: Path, node: RealNode, wait: Wait, node_ready: Callable
     _start_containerd(run_dir, node, wait)
     _make_cgroup_parent(node)
     kubelet = processes.respawn(run_dir, node.process("kubelet"))
-    wait(f"node {node.name} Ready", functools.partial(node_ready, node.name), kubelet)
+    _wait_ready(run_dir, node, kubelet, wait, node_ready)
     return time.monotonic() - clock
 
 

@@ -4,13 +4,15 @@ CLI that starts them and loses one (`envtest node stop/start`)."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
 from builders import cli_runner
 from kubetrain.cli.main import app
-from kubetrain.envtest import controlplane, realnode
+from kubetrain.envtest import controlplane, processes, realnode
 from kubetrain.envtest.binaries import Binaries
 from kubetrain.envtest.pki import generate_pki
 
@@ -196,3 +198,38 @@ def test_node_stop_without_an_envtest_says_none_was_started(tmp_path: Path) -> N
 
     assert result.exit_code == 1
     assert "no envtest was started" in result.stderr
+
+
+def _exits_saying(text: str) -> list[str]:
+    return [sys.executable, "-c", f"print({text!r})"]
+
+
+def test_a_kubelet_that_found_its_runtime_not_yet_initialized_is_started_again(tmp_path: Path) -> None:
+    node = realnode.RealNode(1)
+    first = processes.spawn(tmp_path, node.process("kubelet"), _exits_saying(realnode.CRI_NOT_INITIALIZED))
+    waited: list[int] = []
+
+    def wait(what: str, ready: object, process: processes.ProcessRecord | None) -> float:
+        assert process is not None
+        waited.append(process.pid)
+        if len(waited) == 1:
+            psutil.Process(process.pid).wait(10)
+            raise controlplane.EnvtestError(f"{what}: the process exited")
+        return 0.0
+
+    realnode._wait_ready(tmp_path, node, first, wait, lambda name: True)
+
+    assert len(waited) == 2 and waited[0] != waited[1], "waited again on a kubelet started anew"
+
+
+def test_a_kubelet_that_failed_for_another_reason_is_not_started_again(tmp_path: Path) -> None:
+    node = realnode.RealNode(1)
+    first = processes.spawn(tmp_path, node.process("kubelet"), _exits_saying("bad flag"))
+
+    def wait(what: str, ready: object, process: processes.ProcessRecord | None) -> float:
+        assert process is not None
+        psutil.Process(process.pid).wait(10)
+        raise controlplane.EnvtestError(f"{what}: the process exited")
+
+    with pytest.raises(controlplane.EnvtestError):
+        realnode._wait_ready(tmp_path, node, first, wait, lambda name: True)
