@@ -94,16 +94,17 @@ def _reconcile_type(
     counted = ender is None or replica_type == ender or not _has_ended(observed, ender)
 
     wanted = replica_count(ctx.job, replica_type)
-    beyond = {i for (t, i) in observed if t == replica_type and i >= wanted}
-    beyond |= {i for (t, i) in ctx.observation.services or () if t == replica_type and i >= wanted}
-    indices = [*range(wanted), *sorted(beyond)]
+    # Children at an index the job does not want (past its count, or a label's negative number) are deleted.
+    unwanted = {i for (t, i) in observed if t == replica_type and not 0 <= i < wanted}
+    unwanted |= {i for (t, i) in ctx.observation.services or () if t == replica_type and not 0 <= i < wanted}
+    indices = [*range(wanted), *sorted(unwanted)]
     seen: list[ReplicaPhase] = []
     restarting_together = job_scope(ctx)
     tally = _Tally()
     for index in indices:
         key = (replica_type, index)
         replicas = observed.get(key, [])
-        if index >= wanted:
+        if not 0 <= index < wanted:
             for replica in replicas:
                 ctx.delete_replica(replica, "scale-down")
             ctx.delete_service(key)

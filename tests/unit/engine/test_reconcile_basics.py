@@ -140,6 +140,19 @@ def test_scale_down_deletes_replicas_and_services_with_index_at_or_above_replica
     assert actions_of(decision, DeleteService) == [DeleteService("Worker", 1), DeleteService("Worker", 2)]
 
 
+def test_a_child_labelled_with_a_negative_index_is_deleted_as_one_the_job_does_not_want() -> None:
+    job = toy_job(masters=1, workers=1)
+    observation = observe(
+        replica("Master", 0),
+        replica("Worker", 0),
+        replica("Worker", -1),
+        services=frozenset({("Master", 0), ("Worker", 0), ("Worker", -1)}),
+    )
+    decision = decide(job, observation)
+    assert actions_of(decision, DeleteReplica) == [DeleteReplica("Worker", -1, "scale-down")]
+    assert actions_of(decision, DeleteService) == [DeleteService("Worker", -1)]
+
+
 def test_scaled_down_replicas_are_not_counted() -> None:
     job = toy_job(masters=1, workers=1)
     decision = decide(job, observe(replica("Master", 0), replica("Worker", 0), replica("Worker", 1)))
