@@ -10,7 +10,7 @@ import pytest
 
 from docs_blocks import OPERATIONS_ON_A_CLUSTER, ROOT, BlockRun, docs_env, run_script, sh_blocks
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 PAGE = ROOT / "docs" / "operations.md"
 SECTIONS = OPERATIONS_ON_A_CLUSTER
