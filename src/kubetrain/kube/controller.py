@@ -221,7 +221,7 @@ class JobController:
         decision = reject(job, error, datetime.now(UTC), self._traits, self.framework)
         outcome = await self._actor.carry_out(Target(key, stored, job, self.framework), decision)
         if outcome.written_job is not None:
-            self.jobs.apply(ChangeType.MODIFIED, strip_managed_fields(outcome.written_job))
+            self.jobs.apply_written(strip_managed_fields(outcome.written_job))
         _log_outcome(
             self.kind,
             key,
@@ -316,8 +316,8 @@ class JobController:
         )
         outcome = await self._actor.carry_out(target, decision)
         if outcome.written_job is not None:
-            # The write's answer is fresher than the cache; the watch event carrying it changes nothing.
-            self.jobs.apply(ChangeType.MODIFIED, strip_managed_fields(outcome.written_job))
+            # The write's answer, unless the watch already brought something newer (Store.apply_written).
+            self.jobs.apply_written(strip_managed_fields(outcome.written_job))
         elapsed = time.monotonic() - started
         self._metrics.reconcile_seconds.labels(kind=self.kind).observe(elapsed)
         if outcome.errors:

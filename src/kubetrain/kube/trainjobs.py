@@ -346,7 +346,7 @@ class TrainJobController:
         except ApiStatusError as error:
             self.metrics.api_errors.labels(verb="patch", code=str(error.code)).inc()
             raise
-        self.stores.trainjobs.apply(ChangeType.MODIFIED, strip_managed_fields(response.json()))
+        self.stores.trainjobs.apply_written(strip_managed_fields(response.json()))
         return True
 
 

@@ -194,9 +194,28 @@ class Store:
                 return None
             self._remove(key, old)
             return ObjectChange(ChangeType.DELETED, obj, None)
+        if old is not None and resource_version(old) == version:
+            return None
+        return self._put(key, old, obj)
+
+    def apply_written(self, obj: KubeObject) -> ObjectChange | None:
+        """Keep the answer to this process's own write of a cached object (a status update's response) when
+        it is newer than the cached copy; returns the change, or None when the cache is left as it was.
+
+        The answer may arrive after the watch has already brought a later version: another client's change
+        made just after the write (a spec patch suspending the job). Putting the answer in then would take
+        the cache back to before that change, and nothing would bring it forward again until the object next
+        changed (its watch event is already spent): every reconcile until then would act on the old spec. An
+        object no longer cached (deleted meanwhile) is not put back either. The watch event carrying the
+        answer is then no change."""
+        key = object_key(obj)
+        old = self._objects.get(key)
+        if old is None or not _newer(obj, old):
+            return None
+        return self._put(key, old, obj)
+
+    def _put(self, key: str, old: KubeObject | None, obj: KubeObject) -> ObjectChange:
         if old is not None:
-            if resource_version(old) == version:
-                return None
             self._remove(key, old, staying_with=controller_uid(obj))
         self._insert(key, obj)
         return ObjectChange(ChangeType.ADDED if old is None else ChangeType.MODIFIED, old, obj)
@@ -241,6 +260,17 @@ class Store:
         log = self._change_logs.get(owner)
         if log is not None:
             log.append(key, bound=max(CHANGE_LOG_MIN_BOUND, 2 * len(self._by_owner.get(owner, ()))))
+
+
+def _newer(obj: KubeObject, than: KubeObject) -> bool:
+    """Whether ``obj`` is a later version of the object than ``than``. The API server's resourceVersions are
+    etcd revisions, integers that grow with every write (client-go's mutation cache, which keeps write
+    answers the same way, compares them so); one that is not an integer is not known to be newer: the watch
+    brings that version."""
+    try:
+        return int(resource_version(obj) or "") > int(resource_version(than) or "")
+    except ValueError:
+        return False
 
 
 CHANGE_LOG_MIN_BOUND = 1024

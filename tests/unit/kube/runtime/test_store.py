@@ -132,6 +132,57 @@ def test_watch_events_advance_the_cache_resource_version() -> None:
     assert store.resource_version == "11"
 
 
+def test_a_writes_answer_newer_than_the_cache_is_kept_and_its_watch_event_is_then_no_change() -> None:
+    store = Store()
+    store.apply(ChangeType.ADDED, pod("a", version="3"))
+    change = store.apply_written(pod("a", version="4"))
+    assert change is not None and change.type is ChangeType.MODIFIED
+    assert store.get("ns/a") == pod("a", version="4")
+    assert store.apply(ChangeType.MODIFIED, pod("a", version="4")) is None
+
+
+def test_a_writes_answer_older_than_what_the_watch_brought_leaves_the_cache_as_it_is() -> None:
+    # The write answered "4"; before the writer read the answer, the watch brought "4" and then "5", another
+    # client's change: the cache must stay at "5", whose watch event will not come again.
+    store = Store()
+    store.apply(ChangeType.ADDED, pod("a", version="3"))
+    store.apply(ChangeType.MODIFIED, pod("a", version="4"))
+    store.apply(ChangeType.MODIFIED, pod("a", version="5", job="suspended"))
+    assert store.apply_written(pod("a", version="4")) is None
+    assert store.get("ns/a") == pod("a", version="5", job="suspended")
+    assert store.apply_written(pod("a", version="5")) is None
+
+
+def test_resource_versions_compare_as_numbers_not_text() -> None:
+    store = Store()
+    store.apply(ChangeType.ADDED, pod("a", version="99"))
+    assert store.apply_written(pod("a", version="100")) is not None
+    assert store.apply_written(pod("a", version="99")) is None
+
+
+def test_a_writes_answer_for_an_object_deleted_meanwhile_does_not_bring_it_back() -> None:
+    store = Store()
+    store.apply(ChangeType.ADDED, pod("a", version="3", owner="job-1"))
+    store.apply(ChangeType.DELETED, pod("a", version="5", owner="job-1"))
+    assert store.apply_written(pod("a", version="4", owner="job-1")) is None
+    assert "ns/a" not in store
+    assert store.by_owner("job-1") == []
+
+
+def test_a_writes_answer_with_a_version_that_is_no_number_is_left_to_the_watch() -> None:
+    store = Store()
+    store.apply(ChangeType.ADDED, pod("a", version="3"))
+    assert store.apply_written(pod("a", version="opaque")) is None
+    assert store.get("ns/a") == pod("a", version="3")
+
+
+def test_a_writes_answer_does_not_move_the_version_the_watch_resumes_from() -> None:
+    store = Store()
+    store.replace([pod("a", version="3")], "3")
+    store.apply_written(pod("a", version="4"))
+    assert store.resource_version == "3"
+
+
 def test_replace_swaps_the_whole_content_and_reports_the_difference() -> None:
     store = Store(indexed_labels=[JOB_LABEL])
     store.replace([pod("kept", version="1"), pod("changed", version="1"), pod("gone", owner="job-1")], "5")

@@ -154,6 +154,40 @@ def _newer(stored: dict[str, Any]) -> dict[str, Any]:
     return {**stored, "metadata": {**stored["metadata"], "resourceVersion": "8"}}
 
 
+class SuspendedMeanwhileApi(FakeApi):
+    """Takes the status write (answering it as version 8), and before the operator reads the answer the job's
+    watch brings version 9: a client's patch suspending the job, made just after the write."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.jobs: Store | None = None
+
+    def handle(self, request: httpx2.Request) -> httpx2.Response:
+        response = super().handle(request)
+        if request.method != "PUT" or not request.url.path.endswith("/status"):
+            return response
+        written = _newer(response.json())
+        assert self.jobs is not None
+        suspended = {**written, "metadata": {**written["metadata"], "resourceVersion": "9"}}
+        run_policy = {**written["spec"]["runPolicy"], "suspend": True}
+        suspended["spec"] = {**written["spec"], "runPolicy": run_policy}
+        self.jobs.apply(ChangeType.MODIFIED, suspended)
+        return httpx2.Response(200, json=written)
+
+
+async def test_a_status_writes_answer_never_takes_the_cache_back_past_what_the_watch_brought() -> None:
+    # CI: the job's suspension never reached the reconciles after it, and its HPA was not removed.
+    api = SuspendedMeanwhileApi()
+    jobs = controller(api, Expectations())
+    api.jobs = jobs.jobs
+
+    await jobs.reconcile("default/j")
+
+    cached = jobs.jobs.get("default/j")
+    assert cached is not None
+    assert (cached["metadata"]["resourceVersion"], cached["spec"]["runPolicy"]["suspend"]) == ("9", True)
+
+
 async def test_a_stored_job_the_model_cannot_read_is_failed_as_invalid_spec_once() -> None:
     api = FakeApi()
     jobs = controller(api, Expectations())
