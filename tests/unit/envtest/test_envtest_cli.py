@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from builders import cli_runner
 from kubetrain.cli.main import app
 from kubetrain.envtest import controlplane
@@ -26,19 +24,12 @@ def test_env_without_a_running_envtest_says_how_to_start_one(tmp_path: Path) -> 
 
 
 def test_start_with_jobset_asks_the_control_plane_for_the_jobset_controller(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, start_options: list[controlplane.EnvtestOptions]
 ) -> None:
-    asked: list[controlplane.EnvtestOptions] = []
-
-    def start(run_dir: Path, options: controlplane.EnvtestOptions, log: object) -> controlplane.EnvtestState:
-        asked.append(options)
-        raise controlplane.EnvtestError("stopped here")
-
-    monkeypatch.setattr(controlplane, "start", start)
     result = cli_runner().invoke(app, ["envtest", "start", "--dir", str(tmp_path), "--jobset"])
 
     assert result.exit_code == 1
-    assert [options.jobset for options in asked] == [True]
+    assert [options.jobset for options in start_options] == [True]
 
 
 def test_a_state_file_of_an_envtest_with_jobset_lists_its_controller_among_the_components(

@@ -155,19 +155,15 @@ def test_a_state_file_from_before_several_real_nodes_reads_as_one(tmp_path: Path
     ],
 )
 def test_start_asks_for_real_nodes_and_no_fake_ones_unless_told(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, arguments: list[str], expected: tuple[int, int]
+    tmp_path: Path,
+    start_options: list[controlplane.EnvtestOptions],
+    arguments: list[str],
+    expected: tuple[int, int],
 ) -> None:
-    asked: list[controlplane.EnvtestOptions] = []
-
-    def start(run_dir: Path, options: controlplane.EnvtestOptions, log: object) -> controlplane.EnvtestState:
-        asked.append(options)
-        raise controlplane.EnvtestError("stopped here")
-
-    monkeypatch.setattr(controlplane, "start", start)
     result = cli_runner().invoke(app, ["envtest", "start", "--dir", str(tmp_path), *arguments])
 
     assert result.exit_code == 1
-    assert [(options.real_node_count, options.nodes) for options in asked] == [expected]
+    assert [(options.real_node_count, options.nodes) for options in start_options] == [expected]
 
 
 def test_node_stop_of_a_node_the_envtest_does_not_have_names_the_nodes_it_has(tmp_path: Path) -> None:
