@@ -15,17 +15,49 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
+import socket
 import sys
+import threading
 import time
 from datetime import timedelta
 from pathlib import Path
 
-import torch
-import torch.distributed as dist
-from torch import nn
-from torch.nn.parallel import DistributedDataParallel
 
-from kubetrain.reporting import ProgressReporter
+def leave_at_sigterm() -> None:
+    """Stopped (a job restarting every replica together, a drain), a rank gets SIGTERM, then SIGKILL after
+    its grace period. The last checkpoint is already on disk (written, then renamed), so it leaves at once
+    (exit code 143) instead of waiting out the grace period.
+
+    A handler alone would not do: a rank whose peer died sits in a collective, a C++ call during which Python
+    runs no signal handler. The interpreter's C-level handler does write the signal to the wakeup fd at once,
+    and a thread waiting on it ends the process (tests/local/test_examples.py). It is installed before torch
+    is imported: as a container's PID 1 a process ignores a signal it has no handler for, and the import
+    takes seconds. One wait it cannot cut short: rank 0 creating the rendezvous store holds the GIL until
+    every rank has connected."""
+    reader, writer = socket.socketpair()
+    writer.setblocking(False)
+    signal.set_wakeup_fd(writer.fileno())
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
+
+    def exit_when_signalled() -> None:
+        while reader.recv(1) != bytes([signal.SIGTERM]):
+            pass
+        sys.stdout.flush()
+        os._exit(128 + signal.SIGTERM)
+
+    threading.Thread(target=exit_when_signalled, name="sigterm", daemon=True).start()
+
+
+if __name__ == "__main__":
+    leave_at_sigterm()
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+from torch import nn  # noqa: E402
+from torch.nn.parallel import DistributedDataParallel  # noqa: E402
+
+from kubetrain.reporting import ProgressReporter  # noqa: E402
 
 FEATURES = 16
 SAMPLES_PER_RANK = 256

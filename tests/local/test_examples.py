@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
+import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -32,6 +35,12 @@ def example(name: str, checkpoints: Path | None = None, extra_args: tuple[str, .
                 args[args.index("--checkpoint-dir") + 1] = str(checkpoints)
             container["args"] = [*args, *extra_args]
     return manifest
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def losses(lines: list[str]) -> list[float]:
@@ -240,3 +249,35 @@ def test_mpi_launcher_runs_one_rank_per_hostfile_slot_and_they_allreduce(
     for rank, line in enumerate(results):
         assert line.startswith(f"rank {rank} of 4 ")
         assert line.endswith("allreduce of ranks = 6 (expected 6)")
+
+
+AS_PID_1 = ("unshare", "--user", "--map-root-user", "--pid", "--fork", "--kill-child")
+"""What a container's command is: PID 1 of its own PID namespace, which ignores a signal it has no handler for
+when it comes from outside (the kubelet's SIGTERM)."""
+
+
+def test_a_pytorch_ddp_rank_blocked_in_a_collective_leaves_at_sigterm_with_143(tmp_path: Path) -> None:
+    # Rank 1 stopped (SIGSTOP) leaves rank 0, its container's PID 1, in an all-reduce: a C++ call during which
+    # Python runs no signal handler. Stopped by a job restart, it would wait out its whole grace period.
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": "2"}
+    command = [sys.executable, "-u", str(EXAMPLES / "pytorch-ddp" / "train_ddp.py"), "--steps", "100000"]
+    command += ["--step-seconds", "0.05", "--checkpoint-dir", str(tmp_path)]
+    ranks = [
+        subprocess.Popen([*AS_PID_1, *command], env={**env, "RANK": "0"}, stdout=subprocess.PIPE, text=True),
+        subprocess.Popen(command, env={**env, "RANK": "1"}, stdout=subprocess.DEVNULL, text=True),
+    ]
+    try:
+        assert ranks[0].stdout is not None
+        for line in ranks[0].stdout:
+            if line.startswith("step 5 "):
+                break
+        ranks[1].send_signal(signal.SIGSTOP)
+        [rank_0] = psutil.Process(ranks[0].pid).children()
+        rank_0.send_signal(signal.SIGTERM)
+        returncode = ranks[0].wait(timeout=60)
+    finally:
+        for rank in ranks:
+            rank.kill()
+            rank.wait()
+
+    assert returncode == 143
