@@ -55,6 +55,10 @@ from kubetrain.envtest.crds import install_crd_files
 from kubetrain.envtest.kubeapi import ApiError, KubeApi
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from operator_process import running_operator  # noqa: E402
+
 EXAMPLE = ROOT / "examples" / "pytorch-ddp" / "job.yaml"
 KUBETRAIN_CRD = ROOT / "manifests" / "crds" / "kubeflow.org_pytorchjobs.yaml"
 KUBETRAIN = Path(sys.executable).with_name("kubetrain")
@@ -363,19 +367,9 @@ def unschedulable(watched: Watched, result: Result, observe: float) -> None:
 @contextlib.contextmanager
 def kubetrain_operator(cluster: Cluster, namespace: str, log_path: Path) -> Iterator[None]:
     install_crd_files(cluster.api, [KUBETRAIN_CRD])
-    command = [str(KUBETRAIN), "operator", "--kubeconfig", str(cluster.kubeconfig), "--namespace", namespace]
-    command += ["--metrics-bind-address", "0", "--health-probe-bind-address", "0"]
-    command += ["--enable-scheme", "pytorchjob", f"--pytorch-init-container-image={BUSYBOX}"]
-    with log_path.open("wb") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
-    try:
+    flags = ("--enable-scheme", "pytorchjob", f"--pytorch-init-container-image={BUSYBOX}")
+    with running_operator(cluster.kubeconfig, namespace, log_path, flags):
         yield
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
 
 
 @contextlib.contextmanager
