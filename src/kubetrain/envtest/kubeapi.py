@@ -11,6 +11,7 @@ import base64
 import json
 import ssl
 import tempfile
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,12 @@ KubeObject = dict[str, Any]
 
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+
+WEBHOOK_TRANSPORT_FAILURES = ("write: broken pipe", "connection reset by peer", ": EOF")
+"""How the API server words a webhook call lost on a kept-alive connection the webhook's server had just
+closed (a CI run failed a TrainingRuntime's create on the first). Admission fails before anything is stored,
+so the write is sent again."""
+WRITE_ATTEMPTS = 3
 
 
 class ApiError(Exception):
@@ -106,17 +113,26 @@ def _load_client_certificate(context_ssl: ssl.SSLContext, user: Mapping[str, Any
         context_ssl.load_cert_chain(base / user["client-certificate"], base / user["client-key"])
 
 
+def _lost_webhook_call(response: httpx.Response) -> bool:
+    if response.status_code != 500 or b"failed calling webhook" not in response.content:
+        return False
+    return any(failure.encode() in response.content for failure in WEBHOOK_TRANSPORT_FAILURES)
+
+
 class KubeApi:
     """Synchronous JSON calls on API paths (``/api/v1/namespaces/x/pods``). Thread-safe, as httpx.Client
     is."""
 
-    def __init__(self, connection: Connection, timeout: float = 10.0) -> None:
+    def __init__(
+        self, connection: Connection, timeout: float = 10.0, transport: httpx.BaseTransport | None = None
+    ) -> None:
         self._connection = connection
         self._http = httpx.Client(
             base_url=connection.server,
             verify=connection.verify,
             headers=dict(connection.headers),
             timeout=timeout,
+            transport=transport,
         )
 
     @classmethod
@@ -136,15 +152,23 @@ class KubeApi:
         return self._json(self._http.get(path, params=params))
 
     def create(self, path: str, body: Mapping[str, Any]) -> KubeObject:
-        return self._json(self._http.post(path, json=body))
+        return self._write("POST", path, json.dumps(body), "application/json")
 
     def replace(self, path: str, body: Mapping[str, Any]) -> KubeObject:
-        return self._json(self._http.put(path, json=body))
+        return self._write("PUT", path, json.dumps(body), "application/json")
 
     def patch(self, path: str, body: Mapping[str, Any], content_type: str = MERGE_PATCH) -> KubeObject:
-        return self._json(
-            self._http.patch(path, content=json.dumps(body), headers={"Content-Type": content_type})
-        )
+        return self._write("PATCH", path, json.dumps(body), content_type)
+
+    def _write(self, method: str, path: str, content: str, content_type: str) -> KubeObject:
+        for attempt in range(1, WRITE_ATTEMPTS + 1):
+            response = self._http.request(
+                method, path, content=content, headers={"Content-Type": content_type}
+            )
+            if attempt == WRITE_ATTEMPTS or not _lost_webhook_call(response):
+                break
+            time.sleep(0.2 * attempt)
+        return self._json(response)
 
     def delete(self, path: str, body: Mapping[str, Any] | None = None) -> KubeObject:
         response = self._http.request("DELETE", path, json=body or {})
