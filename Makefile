@@ -193,7 +193,7 @@ node-packages: image-tools
 # by each node start) (minutes when cold; cached), where the machine can run them; the tier starts envtest
 # --real-node --jobset in a temporary directory and stops it. --durations=0: each case's time in the log.
 test-e2e: envtest-build jobset-build node-packages $(if $(AS_ROOT),node-build node-image-cache scheduler-plugins-build)
-	$(PYTEST) tests/e2e -q -rs --durations=0
+	$(PYTEST) tests/e2e -q -rfEs --durations=0
 
 # The kubelet and CoreDNS, built and cached like envtest.
 node-build: envtest-build
