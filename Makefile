@@ -15,9 +15,9 @@ AS_ROOT := $(filter 0,$(shell id -u))
 
 .PHONY: help install run test lint test-unit test-local test-cluster envtest-build helm-build manifests docs clean \
 	image images image-tools test-images node-packages test-e2e scheduler-plugins-build
-.PHONY: podman docker test-containers host-packages mpi-packages node-build node-image-cache \
-	lane-go lane-cluster-operator lane-cluster-clients lane-browser lane-images lane-checks lane-peers-v1 \
-	lane-peers-others \
+.PHONY: podman docker test-containers host-packages mpi-packages node-build node-image-cache e2e-images \
+	framework-images lane-go lane-cluster-operator lane-cluster-clients lane-browser lane-images \
+	lane-framework-images lane-checks lane-peers-v1 lane-peers-others \
 	browser-packages test-browser test-cluster-operator test-cluster-clients test-peers test-peers-v1 \
 	test-peers-others peers-build test-faults jobset-build kueue-build jobset-manifests
 
@@ -52,14 +52,15 @@ test-unit: $(STAMP)
 	$(PYTEST) tests/unit -q
 
 # Cold, most of a run is building: Go binaries (CPU), images (network and disk) and the venv's frameworks. So
-# `test` runs eight lanes at once from the start: the Go builds (lane-go), and seven lanes of tiers, each tier in
-# the lane where what it needs is ready soonest. Each step installs the Debian packages it needs when missing
+# `test` runs nine lanes at once from the start: the Go builds (lane-go), the images the e2e tier does not
+# start with (lane-framework-images), and seven lanes of tiers, each tier in the lane where what it needs is
+# ready soonest. Each step installs the Debian packages it needs when missing
 # ($(APT): one install at a time). A tier waits for a Go binary still being built: each build takes a lock, and
 # the waiter then finds it current (or builds it itself, when the Go lane has not come to it yet). A failed lane
 # fails `test` after the others finish. docs/development.md has the lanes' measured timelines, cold and warm.
 test: $(STAMP)
-	$(MAKE) --no-print-directory -j8 --output-sync=target lane-go lane-cluster-operator lane-cluster-clients \
-		lane-browser lane-images lane-checks lane-peers-v1 lane-peers-others
+	$(MAKE) --no-print-directory -j9 --output-sync=target lane-go lane-cluster-operator lane-cluster-clients \
+		lane-browser lane-images lane-framework-images lane-checks lane-peers-v1 lane-peers-others
 
 # The Go-built binaries, in the order the lanes need them: envtest (every tier with a control plane), helm
 # (the cluster tier), the peers (the conformance tier), then the real node's kubelet and CoreDNS and the gang
@@ -109,10 +110,15 @@ lane-cluster-clients: $(STAMP)
 lane-browser: $(STAMP)
 	$(call serially,test-browser test-containers)
 
-# The images, their copies in the node's image cache, then the e2e tier that runs them on the real node. Cold,
-# the images alone take a quarter of an hour (network and disk more than CPU).
+# The images the e2e tier runs from its first test on, their copies in the node's image cache, then the e2e
+# tier on the real node. Cold, all the images took a quarter of an hour (network and disk more than CPU), and
+# the tier waited for every one: the other frameworks' images are built and cached in a lane of their own,
+# beside the tier, whose test_frameworks.py (run last) loads each into the node.
 lane-images: $(STAMP)
-	$(call serially,images $(if $(AS_ROOT),node-image-cache) test-e2e)
+	$(call serially,e2e-images test-e2e)
+
+lane-framework-images: $(STAMP)
+	$(call serially,framework-images)
 
 # The images tier needs envtest, built by the time the checks before it are done.
 lane-checks: $(STAMP)
@@ -192,7 +198,7 @@ node-packages: image-tools
 # the images put into the node's image cache (~/.cache/kubetrain/node-images: imported once per recipe, cloned
 # by each node start) (minutes when cold; cached), where the machine can run them; the tier starts envtest
 # --real-node --jobset in a temporary directory and stops it. --durations=0: each case's time in the log.
-test-e2e: envtest-build jobset-build node-packages $(if $(AS_ROOT),node-build node-image-cache scheduler-plugins-build)
+test-e2e: envtest-build jobset-build node-packages $(if $(AS_ROOT),node-build e2e-images scheduler-plugins-build)
 	$(PYTEST) tests/e2e -q -rfEs --durations=0
 
 # The kubelet and CoreDNS, built and cached like envtest.
@@ -201,6 +207,19 @@ node-build: envtest-build
 
 node-image-cache: $(STAMP) node-packages
 	$(BIN)/python -m kubetrain.envtest.imagecache $(IMAGES)
+
+# What the e2e tier's node must start with: built, then in the node's image cache (where a node can run).
+E2E_IMAGES := python pause busybox operator pytorch
+e2e-images: $(STAMP) node-packages
+	$(PYTHON) tools/images/build.py $(E2E_IMAGES)
+	$(if $(AS_ROOT),$(BIN)/python -m kubetrain.envtest.imagecache $(E2E_IMAGES))
+
+# Every other image, each into the cache on its own: the cache's lock is held for one import at a time, so
+# a node starting meanwhile waits for one image, not all of them.
+FRAMEWORK_IMAGES = $(filter-out $(E2E_IMAGES),$(IMAGES))
+framework-images: $(STAMP) node-packages
+	$(PYTHON) tools/images/build.py $(FRAMEWORK_IMAGES)
+	$(if $(AS_ROOT),for image in $(FRAMEWORK_IMAGES); do $(BIN)/python -m kubetrain.envtest.imagecache $$image || exit 1; done)
 
 # The examples' frameworks (torch, xgboost, mpi4py, jax, tensorflow) and Open MPI for the MPIJob example.
 $(EXAMPLES_STAMP): $(STAMP) pyproject.toml | mpi-packages

@@ -45,7 +45,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # the session's node starts (one real-node cluster per machine), so they go first whatever the file
     # order.
     first = ("test_node_lifecycle.py", "test_two_nodes.py")
-    items.sort(key=lambda item: first.index(item.path.name) if item.path.name in first else len(first))
+    # The other frameworks' images are built beside the tier in `make test` (the node does not start with
+    # them): their tests go last, when those are ready.
+    last = ("test_frameworks.py",)
+
+    def place(item: pytest.Item) -> int:
+        name = item.path.name
+        if name in first:
+            return first.index(name)
+        return len(first) + (name in last)
+
+    items.sort(key=place)
     reasons = realnode.cannot_run_reasons()
     if not reasons:
         return
