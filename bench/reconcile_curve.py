@@ -3,7 +3,8 @@ caches holding what the API server would hold, with the API calls answered at on
 
 What is timed is everything the operator does for one reconcile but wait for the network: reading the
 caches (the job, its pods and services by owner), parsing and admitting the job, ``observe``, the engine,
-planning and rendering each child it creates, and building each request, under the operator's garbage
+planning and rendering each child it creates, and building each request, the crash-loop log reader's and the
+first-failure keeper's looks at the replicas, under the operator's garbage
 collector settings (``kube.runtime.collector``: its young threshold; survivors frozen once caches fill).
 The API server is replaced by an in-memory answer (``InstantApi``: a create returns its body, a status
 write returns the job), so the figure is CPU time that grows with the job, not round trips. Three states
@@ -46,7 +47,9 @@ from kubetrain.kube.act import Actor
 from kubetrain.kube.compact import compact_pod, compact_service
 from kubetrain.kube.controller import ChildStores, JobController
 from kubetrain.kube.events import EventRecorder
+from kubetrain.kube.failures import FailureKeeper
 from kubetrain.kube.metrics import OperatorMetrics
+from kubetrain.kube.previous_logs import PreviousLogs
 from kubetrain.kube.render import RenderSettings
 from kubetrain.kube.runtime import collector
 from kubetrain.kube.runtime.expectations import Expectations
@@ -179,7 +182,8 @@ class Bench:
                 self.services.apply(ChangeType.ADDED, compact_service(copy.deepcopy(child)))
         metrics = OperatorMetrics()
         expectations = Expectations()
-        actor = Actor(self.api, expectations, EventRecorder(self.api), metrics, RenderSettings())
+        events = EventRecorder(self.api)
+        actor = Actor(self.api, expectations, events, metrics, RenderSettings())
         framework = framework_for_kind("kubeflow.org/v1", "PyTorchJob")
         self.controller = JobController(
             framework,
@@ -189,6 +193,9 @@ class Bench:
             expectations,
             metrics,
             Traits(colocated=False, batch_jobs=True),
+            # As the operator has them: each looks at every replica on every reconcile.
+            previous_logs=PreviousLogs(self.api),
+            failures=FailureKeeper(self.api, self.api, events),
         )
 
     async def reconcile(self) -> float:

@@ -65,6 +65,8 @@ class ReconcileContext:
     """The job's disruptions this round, once ``engine.disruptions`` has looked."""
     _fault_policy: tuple[TrainingJob, FaultPolicy] | None = None
     _lost_nodes: dict[str, ObservedNode] | None = None
+    _by_key: dict[ReplicaKey, tuple[ObservedReplica, ...]] | None = None
+    _notable: list[ObservedReplica] | None = None
 
     @classmethod
     def start(
@@ -102,11 +104,25 @@ class ReconcileContext:
             self._lost_nodes = {node.name: node for node in self.observation.nodes if node.lost}
         return self._lost_nodes
 
-    def observed_by_key(self) -> dict[ReplicaKey, list[ObservedReplica]]:
-        grouped: dict[ReplicaKey, list[ObservedReplica]] = defaultdict(list)
-        for replica in self.observation.replicas:
-            grouped[(replica.replica_type, replica.index)].append(replica)
-        return dict(grouped)
+    @property
+    def notable_replicas(self) -> list[ObservedReplica]:
+        """The observed replicas that are not ``steady``, in the observation's order: the few a rule about
+        anything but running replicas looks at (a running job's reconcile looks at the one that changed)."""
+        if self._notable is None:
+            self._notable = [replica for replica in self.observation.replicas if not replica.steady]
+        return self._notable
+
+    def observed_by_key(self) -> dict[ReplicaKey, tuple[ObservedReplica, ...]]:
+        """The observed replicas by ``(type, index)``, in the observation's order (made once a reconcile)."""
+        if self._by_key is None:
+            replicas = self.observation.replicas
+            self._by_key = {(replica.replica_type, replica.index): (replica,) for replica in replicas}
+            if len(self._by_key) != len(replicas):  # two at one index (one replaced, still going): keep both
+                grouped: dict[ReplicaKey, list[ObservedReplica]] = defaultdict(list)
+                for replica in replicas:
+                    grouped[(replica.replica_type, replica.index)].append(replica)
+                self._by_key = {key: tuple(group) for key, group in grouped.items()}
+        return self._by_key
 
     def retried_by_controller(self, replica_type: str) -> bool:
         """The replica type runs as a batch Job: its controller restarts it, a failure seen is final."""

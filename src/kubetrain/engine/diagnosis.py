@@ -23,16 +23,20 @@ Reasons, one rule each:
 - ``NodeLost``: pods are on a node that stopped reporting (``Ready`` ``Unknown`` or ``False``) or that is
   tainted out of service: the node, the pods, and how they are replaced (``engine.node_loss``).
 
-Each rule reads each replica once (a 5,000-replica job is diagnosed on every reconcile); only the pods a
-message names are formatted.
+Each rule reads each replica once at most (a 5,000-replica job is diagnosed on every reconcile), and only
+those not ``steady`` (``ObservedReplica.steady``: running as started, nothing any rule finds in it), but for
+what it needs of all of them (their images' digests; the others only when a finding may be there: pods that
+cannot be scheduled, a worker waiting for its master, a lost node, the job stalled); only the pods a message
+names are formatted.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from operator import attrgetter
 from typing import Any
 
 from kubetrain.api.common import ConditionType, JobStatus
@@ -97,6 +101,7 @@ _RESOURCE_GAP = re.compile(r"resource gap: map\[(.*?)\]\s*(?:\.|$)")
 """scheduler-plugins' coscheduling, when a PodGroup's minResources exceed what the nodes have free:
 ``resource gap: map[nvidia.com/gpu:{{1 0} {<nil>} 1 DecimalSI}]`` (a Go ResourceList printed with %v)."""
 _GAP_RESOURCE = re.compile(r"(?:^|\s)([A-Za-z0-9./_-]+):\{")
+_started_images = attrgetter("started_images")
 
 
 @dataclass(frozen=True)
@@ -151,7 +156,11 @@ def quoted_crash_loops(
     termination message, no lines read): what a substrate should read the previous run's log of. At most
     one per replica type, so a 5,000-worker crash loop costs one log read per restart, not 5,000. Asked on
     every reconcile: only replicas restarted often enough to loop are looked at."""
-    restarted = [r for r in replicas if any(c.restart_count >= CRASH_LOOP_RESTARTS for c in r.containers)]
+    restarted = [
+        r
+        for r in replicas
+        if not r.steady and any(c.restart_count >= CRASH_LOOP_RESTARTS for c in r.containers)
+    ]
     if not restarted:
         return []
     scene = _Scene.of(job, framework, restarted, now, job.status)
@@ -172,15 +181,19 @@ class _Scene:
     now: datetime
     status: JobStatus
     live: list[ObservedReplica]
-    """Neither finished nor terminating, in the spec's order of types, then by index."""
+    """Neither finished nor terminating nor ``steady``, in the spec's order of types, then by index."""
     failed: list[ObservedReplica]
     """Failed and not terminating (an OOM kill explains them)."""
+    steady: list[ObservedReplica]
+    """The ``steady`` replicas (live), in the order observed: read only for what every replica counts in."""
+    observed: tuple[ObservedReplica, ...]
     lost: dict[str, ObservedNode] = field(default_factory=dict)
     """The lost nodes replicas that have not ended are on."""
     on_lost: dict[str, list[ObservedReplica]] = field(default_factory=dict)
     """By lost node, those replicas (live or terminating) in order."""
     recheck_at: datetime | None = None
     _names: dict[tuple[str, int], str] = field(default_factory=dict)
+    _all_live: list[ObservedReplica] | None = None
 
     @classmethod
     def of(
@@ -192,26 +205,29 @@ class _Scene:
         status: JobStatus,
         nodes: Sequence[ObservedNode] = (),
     ) -> _Scene:
-        order = {replica_type: position for position, replica_type in enumerate(job.replica_specs)}
+        replicas = tuple(replicas)
         live: list[ObservedReplica] = []
         failed: list[ObservedReplica] = []
+        steady: list[ObservedReplica] = []
         lost = lost_nodes(tuple(nodes))
         on_lost: dict[str, list[ObservedReplica]] = {}
         for replica in replicas:
-            if replica.node in lost and (
-                replica.terminating or replica.phase not in (Phase.SUCCEEDED, Phase.FAILED)
+            if (
+                lost
+                and replica.node in lost
+                and (replica.terminating or replica.phase not in (Phase.SUCCEEDED, Phase.FAILED))
             ):
                 on_lost.setdefault(replica.node or "", []).append(replica)
-            if replica.terminating:
+            if replica.steady:
+                steady.append(replica)
+            elif replica.terminating:
                 continue
-            if replica.phase is Phase.FAILED:
+            elif replica.phase is Phase.FAILED:
                 failed.append(replica)
             elif replica.phase is not Phase.SUCCEEDED:
                 live.append(replica)
 
-        def position(replica: ObservedReplica) -> tuple[int, str, int]:
-            return (order.get(replica.replica_type, len(order)), replica.replica_type, replica.index)
-
+        position = _position(job)
         on_lost = {node: sorted(group, key=position) for node, group in on_lost.items()}
         return cls(
             job,
@@ -220,9 +236,24 @@ class _Scene:
             status,
             sorted(live, key=position),
             sorted(failed, key=position),
+            steady,
+            replicas,
             {name: lost[name] for name in on_lost},
             on_lost,
         )
+
+    @property
+    def all_live(self) -> list[ObservedReplica]:
+        """Every live replica, steady or not, in the spec's order of types, then by index (sorted when a rule
+        needs them all: a finding is likely there)."""
+        if self._all_live is None:
+            live = (
+                r
+                for r in self.observed
+                if not r.terminating and r.phase not in (Phase.SUCCEEDED, Phase.FAILED)
+            )
+            self._all_live = sorted(live, key=_position(self.job))
+        return self._all_live
 
     def pod(self, replica: ObservedReplica) -> str:
         key = (replica.replica_type, replica.index)
@@ -257,6 +288,16 @@ class _Scene:
             if isinstance(declared, dict) and declared.get("name") == container.name:
                 return f"{self.job.replica_specs_path}.{replica_type}.template.spec.{key}[{position}]"
         return None
+
+
+def _position(job: TrainingJob) -> Callable[[ObservedReplica], tuple[int, str, int]]:
+    """The sort key of the spec's order of types, then the index."""
+    order = {replica_type: position for position, replica_type in enumerate(job.replica_specs)}
+
+    def position(replica: ObservedReplica) -> tuple[int, str, int]:
+        return (order.get(replica.replica_type, len(order)), replica.replica_type, replica.index)
+
+    return position
 
 
 # --- the rules ------------------------------------------------------------------------------------------
@@ -308,8 +349,10 @@ def _scheduling(scene: _Scene) -> list[Finding]:
         return []
     cannot = _cannot_be_scheduled(scene, unschedulable)
     pods = scene.pods(unschedulable)
-    if any(r.phase is Phase.RUNNING or (r.placed and not r.unschedulable) for r in scene.live):
-        if all(r.gang_scheduled for r in scene.live):
+    if scene.steady or any(
+        r.phase is Phase.RUNNING or (r.placed and not r.unschedulable) for r in scene.live
+    ):
+        if all(r.gang_scheduled for r in scene.all_live):
             return []  # a gang scheduler placed what minAvailable asks for: the rest is meant to wait
         return [
             Finding(
@@ -491,14 +534,9 @@ def _init_waiting_for_master(scene: _Scene) -> list[Finding]:
     )
     if master_key is None:
         return []
-    master = next(
-        (r for r in (*scene.live, *scene.failed) if (r.replica_type, r.index) == master_key),
-        None,
-    )
-    master_ready_since = master.ready_since if master is not None and master.ready else None
-    waiting: list[tuple[ObservedReplica, ObservedContainer]] = []
+    held: list[tuple[ObservedReplica, ObservedContainer, datetime]] = []
     user_init = {t: _declared_init_containers(job, t) for t in waiting_types}
-    for replica in scene.live:
+    for replica in scene.live:  # a steady replica runs no init container
         if replica.replica_type not in waiting_types:
             continue
         container = next(
@@ -509,9 +547,17 @@ def _init_waiting_for_master(scene: _Scene) -> list[Finding]:
             ),
             None,
         )
-        if container is None or container.running_since is None:
-            continue
-        since = container.running_since
+        if container is not None and container.running_since is not None:
+            held.append((replica, container, container.running_since))
+    if not held:
+        return []
+    master = next(
+        (r for r in (*scene.all_live, *scene.failed) if (r.replica_type, r.index) == master_key),
+        None,
+    )
+    master_ready_since = master.ready_since if master is not None and master.ready else None
+    waiting: list[tuple[ObservedReplica, ObservedContainer]] = []
+    for replica, container, since in held:
         if master_ready_since is not None:
             since = max(since, master_ready_since)
         if not scene.recently(since, grace):
@@ -557,8 +603,15 @@ def _master_state(scene: _Scene, master: ObservedReplica | None) -> str:
 
 
 def _digest_mismatches(scene: _Scene) -> list[Finding]:
+    started: set[frozenset[tuple[str, str]]] = set(map(_started_images, scene.steady))  # a few, however many
+    started.update(replica.started_images for replica in scene.live)
+    digests: dict[str, set[str]] = {}
+    for image, image_id in frozenset[tuple[str, str]]().union(*started):
+        digests.setdefault(image, set()).add(_digest(image_id))
+    if all(len(found) < 2 for found in digests.values()):
+        return []  # one build of each image: the common case, found without naming anyone
     by_image: dict[str, dict[str, list[ObservedReplica]]] = {}
-    for replica in scene.live:
+    for replica in scene.all_live:
         for container in replica.containers:
             if container.init or not container.image_id:
                 continue
@@ -587,7 +640,7 @@ def _stalled(scene: _Scene) -> list[Finding]:
     stalled = scene.status.condition(ConditionType.STALLED)
     if stalled is None or not scene.status.is_true(ConditionType.STALLED):
         return []
-    running = [r for r in scene.live if r.phase is Phase.RUNNING]
+    running = [r for r in scene.all_live if r.phase is Phase.RUNNING]
     return [Finding(PROGRESS_DEADLINE_EXCEEDED, stalled.message or "", scene.pods(running))]
 
 

@@ -88,9 +88,11 @@ def disruptions(ctx: ReconcileContext) -> DisruptionView:
     tolerated: dict[ReplicaKey, tuple[ObservedReplica, Disruption]] = {}
     exceeded: list[tuple[ObservedReplica, Disruption]] = []
     room = limit - counted
+    # A steady replica is not disrupted; it may be on a lost node.
+    candidates = ctx.observation.replicas if ctx.lost_nodes else ctx.notable_replicas
     ending = [
         (replica, disruption)
-        for replica in ctx.observation.replicas
+        for replica in candidates
         if replica.replica_type in ctx.job.replica_specs
         and not ctx.retried_by_controller(replica.replica_type)
         and (disruption := disruption_of(ctx, replica)) is not None

@@ -182,7 +182,7 @@ def observed_failures(
     order = {replica_type: position for position, replica_type in enumerate(job.replica_specs)}
     found = []
     for replica in replicas:
-        if replica.terminating:
+        if replica.steady or replica.terminating:  # a steady one has no container that ended
             continue
         failure = _failure_of(job, framework, replica, now)
         if failure is not None:

@@ -41,7 +41,7 @@ STUCK_GRACE_SECONDS = 60.0
 
 def force_stuck_replicas(ctx: ReconcileContext) -> None:
     grace = timedelta(seconds=STUCK_GRACE_SECONDS)
-    for replica in ctx.observation.replicas:
+    for replica in ctx.notable_replicas:  # a steady one is not terminating
         if not replica.terminating or replica.deletion_timestamp is None:
             continue
         stuck_at = replica.deletion_timestamp + grace
@@ -55,16 +55,30 @@ def reconcile_replicas(ctx: ReconcileContext) -> list[ReplicaPhase]:
     """Actions and replica counts for every materialised type; returns what the status rules see."""
     observed = ctx.observed_by_key()
     materialised = ctx.framework.materialised_replica_types(ctx.job, ctx.traits.colocated)
+    wanted = {replica_type: replica_count(ctx.job, replica_type) for replica_type in materialised}
+    # One look at every key for those the job does not want (a type it does not materialise, an index past
+    # its count), rather than one per type.
+    misplaced = [key for key in observed if not 0 <= key[1] < wanted.get(key[0], 0)]
+    misplaced_services = [
+        key for key in ctx.observation.services or () if not 0 <= key[1] < wanted.get(key[0], 0)
+    ]
+    # Then every service wanted is there, the common case: none is looked up.
+    all_services = not misplaced_services and len(ctx.observation.services or ()) == sum(wanted.values())
     seen: list[ReplicaPhase] = []
     holding = restart_in_progress(ctx)
     for replica_type in materialised:
-        seen.extend(_reconcile_type(ctx, replica_type, observed, holding))
+        unwanted = {i for (t, i) in (*misplaced, *misplaced_services) if t == replica_type}
+        seen.extend(
+            _reconcile_type(
+                ctx, replica_type, observed, holding, wanted[replica_type], unwanted, all_services
+            )
+        )
     restart_job(ctx)
-    for (replica_type, _), replicas in observed.items():
-        if replica_type not in materialised:
-            for replica in replicas:
+    for key in misplaced:
+        if key[0] not in materialised:
+            for replica in observed[key]:
                 ctx.delete_replica_and_service(replica, "scale-down")
-    for key in sorted(ctx.observation.services or ()):
+    for key in sorted(misplaced_services):
         if key[0] not in materialised:
             ctx.delete_service(key)
     return seen
@@ -73,10 +87,15 @@ def reconcile_replicas(ctx: ReconcileContext) -> list[ReplicaPhase]:
 def _reconcile_type(
     ctx: ReconcileContext,
     replica_type: str,
-    observed: dict[tuple[str, int], list[ObservedReplica]],
+    observed: dict[tuple[str, int], tuple[ObservedReplica, ...]],
     holding: bool,
+    wanted: int,
+    unwanted: set[int],
+    all_services: bool,
 ) -> list[ReplicaPhase]:
-    """``holding``: a job restart is under way (restart scope Job), so nothing is created."""
+    """``holding``: a job restart is under way (restart scope Job), so nothing is created; ``wanted``: the
+    replicas the job asks for; ``unwanted``: the indices of its children past that (or negative);
+    ``all_services``: the service of each replica the job wants is there."""
     previous = ctx.status.replica_statuses.get(replica_type)
     view = disruptions(ctx)
     counts = ReplicaStatus(
@@ -87,33 +106,29 @@ def _reconcile_type(
     if fills_selector(ctx.framework):
         counts.selector = replica_type_selector(ctx.job, replica_type, ctx.framework)
     ender = ctx.framework.counts_end_with
-    present = any(t == replica_type for (t, _) in observed)
-    if previous is not None or present or replica_type != ender:
+    if previous is not None or replica_type != ender or any(t == replica_type for (t, _) in observed):
         # The replica type that ends the counting (the mpi-operator's launcher) is listed once it exists.
         ctx.status.replica_statuses[replica_type] = counts
-    counted = ender is None or replica_type == ender or not _has_ended(observed, ender)
+    counted = ender is None or replica_type == ender or not _has_ended(ctx, ender)
 
-    wanted = replica_count(ctx.job, replica_type)
-    # Children at an index the job does not want (past its count, or a label's negative number) are deleted.
-    unwanted = {i for (t, i) in observed if t == replica_type and not 0 <= i < wanted}
-    unwanted |= {i for (t, i) in ctx.observation.services or () if t == replica_type and not 0 <= i < wanted}
-    indices = [*range(wanted), *sorted(unwanted)]
     seen: list[ReplicaPhase] = []
     restarting_together = job_scope(ctx)
     tally = _Tally()
-    for index in indices:
+    services = ctx.observation.services if ctx.framework.per_replica_services and not all_services else None
+    # A steady replica alone at its index, with its service, while no disruption is ending any replica: it is
+    # counted active and shown to the status rules, and nothing else (no event, no failure, no creation).
+    settled = counted and not view.tolerated and not view.exceeded
+    steady = 0
+    for index in range(wanted):
         key = (replica_type, index)
-        replicas = observed.get(key, [])
-        if not 0 <= index < wanted:
-            for replica in replicas:
-                ctx.delete_replica(replica, "scale-down")
-            ctx.delete_service(key)
-            continue
-        if (
-            ctx.observation.services is not None
-            and ctx.framework.per_replica_services
-            and not ctx.has_service(key)
-        ):
+        replicas = observed.get(key, ())
+        if settled and len(replicas) == 1:
+            replica = replicas[0]
+            if replica.steady and (services is None or key in services):
+                steady += 1
+                seen.append(replica)
+                continue
+        if services is not None and key not in services:
             ctx.create_service(key)
         if not replicas:
             if not holding and _awaited_replicas_ready(ctx, replica_type, observed):
@@ -137,6 +152,13 @@ def _reconcile_type(
                 and not (restarting_together and restarted_after_failure(ctx, replica))
             ):
                 _handle_failure(ctx, replica, counts)
+    # Children at an index the job does not want (past its count, or a label's negative number) are deleted.
+    for index in sorted(unwanted):
+        key = (replica_type, index)
+        for replica in observed.get(key, ()):
+            ctx.delete_replica(replica, "scale-down")
+        ctx.delete_service(key)
+    tally.active += steady
     tally.add_to(counts)
     return seen
 
@@ -180,7 +202,7 @@ def _replace_disrupted(
 
 
 def _awaited_replicas_ready(
-    ctx: ReconcileContext, replica_type: str, observed: dict[tuple[str, int], list[ObservedReplica]]
+    ctx: ReconcileContext, replica_type: str, observed: dict[tuple[str, int], tuple[ObservedReplica, ...]]
 ) -> bool:
     """Whether every replica of each type ``replica_type`` waits for is Ready (WaitForWorkersReady, JobSet's
     ``dependsOn: Ready``) or has succeeded (``dependsOn: Complete``).
@@ -191,7 +213,7 @@ def _awaited_replicas_ready(
         if awaited not in materialised:
             continue
         for index in range(replica_count(ctx.job, awaited)):
-            replicas = observed.get((awaited, index), [])
+            replicas = observed.get((awaited, index), ())
             succeeded = any(r.phase is Phase.SUCCEEDED for r in replicas)
             ready = any(r.ready and not r.terminating for r in replicas)
             done = {"Complete": succeeded, "Ready": ready, "ReadyOrSucceeded": ready or succeeded}[status]
@@ -222,13 +244,11 @@ def _warn_about_template_overrides(ctx: ReconcileContext, replica_type: str) -> 
         )
 
 
-def _has_ended(observed: dict[tuple[str, int], list[ObservedReplica]], replica_type: str) -> bool:
-    """Whether a replica of ``replica_type`` succeeded or failed for good."""
+def _has_ended(ctx: ReconcileContext, replica_type: str) -> bool:
+    """Whether a replica of ``replica_type`` succeeded or failed for good (an ended one is not steady)."""
     return any(
-        replica.phase in (Phase.SUCCEEDED, Phase.FAILED)
-        for (t, _), replicas in observed.items()
-        if t == replica_type
-        for replica in replicas
+        replica.replica_type == replica_type and replica.phase in (Phase.SUCCEEDED, Phase.FAILED)
+        for replica in ctx.notable_replicas
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from kubetrain.api.common import JobStatus, RestartPolicy
@@ -58,6 +59,21 @@ class ObservedContainer:
     restart_count: int = 0
     last_finished_at: datetime | None = None
     """When the run ``last_exit_code`` is of ended (``terminated.finishedAt``): which replica failed first."""
+
+    @cached_property
+    def steady(self) -> bool:
+        """On its first try, never ended, restarted or held waiting for a reason; an init container that is
+        not running (one that runs beside the others, or that a worker waits for its master in, is looked at)
+        (see ``ObservedReplica.steady``)."""
+        return (
+            not (self.init and self.running_since is not None)
+            and self.restart_count == 0
+            and self.waiting_reason is None
+            and self.last_exit_code is None
+            and self.last_reason is None
+            and self.last_message is None
+            and self.last_lines is None
+        )
 
 
 @dataclass(frozen=True)
@@ -121,6 +137,37 @@ class ObservedReplica:
     """When it was created (a pod's ``creationTimestamp``, a process's first start)."""
     node: str | None = None
     """The node it is bound to (``spec.nodeName``); None where the substrate has no nodes."""
+
+    @cached_property
+    def steady(self) -> bool:
+        """Running as it was started, with nothing any rule finds in it but that it is active: not
+        terminating, never restarted, ended, warned about, unschedulable or disrupted, every container
+        ``steady``.
+
+        The rules look at the others only; what they still read of a steady replica (its node, when a node is
+        lost; its images' digests; whether it is Ready, of a master) they read where they need it. A function
+        of its fields alone, never of the time, the job or the other replicas, so computed once per object and
+        kept on it (the observation is frozen): a big job's unchanged pods are the same objects from one
+        reconcile to the next, so each reconcile classifies only the replicas that changed."""
+        return (
+            self.phase is Phase.RUNNING
+            and not self.terminating
+            and self.deletion_timestamp is None
+            and self.exit_code is None
+            and self.restart_count == 0
+            and self.retried_failures == 0
+            and self.reason is None
+            and self.message is None
+            and not self.warnings
+            and self.unschedulable is None
+            and self.disruption is None
+            and all(container.steady for container in self.containers)
+        )
+
+    @cached_property
+    def started_images(self) -> frozenset[tuple[str, str]]:
+        """``(image, imageID)`` of each of its own (not init) containers that started: which build it runs."""
+        return frozenset((c.image, c.image_id) for c in self.containers if not c.init and c.image_id)
 
 
 @dataclass(frozen=True)

@@ -115,6 +115,11 @@ class Store:
         """Objects whose controller ownerReference points at ``uid``."""
         return [self._objects[key] for key in self.owned_keys(uid)]
 
+    def owned(self, uid: str) -> Iterator[KubeObject]:
+        """``by_owner``, read only as far as it is iterated (and before the store next changes): for a reader
+        that may not need them (one that has seen them at this ``owner_version``)."""
+        return (self._objects[key] for key in self.owned_keys(uid))
+
     def owned_keys(self, uid: str) -> list[str]:
         """The keys of the objects ``uid`` controls, sorted: the same list, not to be changed, for as long as
         none joins or leaves (a reader may tell by its identity)."""
