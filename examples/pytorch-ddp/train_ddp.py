@@ -40,13 +40,16 @@ def leave_at_sigterm() -> None:
     signal.set_wakeup_fd(writer.fileno())
     signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
 
-    def exit_when_signalled() -> None:
-        while reader.recv(1) != bytes([signal.SIGTERM]):
-            pass
-        sys.stdout.flush()
-        os._exit(128 + signal.SIGTERM)
+    def exit_when_signalled(reader: socket.socket, writer: socket.socket) -> None:
+        # The thread holds the writer: collected with this function's frame it would be closed, the reader
+        # would read end-of-file at once and for ever (a thread spinning on the GIL made every step of a
+        # pod's training slower), and the wakeup fd's number would be free for another file to reuse.
+        while signal_number := reader.recv(1):
+            if signal_number == bytes([signal.SIGTERM]):
+                sys.stdout.flush()
+                os._exit(128 + signal.SIGTERM)
 
-    threading.Thread(target=exit_when_signalled, name="sigterm", daemon=True).start()
+    threading.Thread(target=exit_when_signalled, args=(reader, writer), name="sigterm", daemon=True).start()
 
 
 if __name__ == "__main__":

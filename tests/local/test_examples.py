@@ -281,3 +281,27 @@ def test_a_pytorch_ddp_rank_blocked_in_a_collective_leaves_at_sigterm_with_143(t
             rank.wait()
 
     assert returncode == 143
+
+
+def test_a_pytorch_ddp_rank_waiting_for_sigterm_spends_no_cpu_on_it(tmp_path: Path) -> None:
+    # The watcher thread blocks on the signal's wakeup fd. It once read end-of-file there for ever (its writer
+    # collected and closed): a core's worth of CPU per rank, and every step of a pod's training slower.
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": "1"}
+    command = [sys.executable, "-u", str(EXAMPLES / "pytorch-ddp" / "train_ddp.py"), "--steps", "100000"]
+    command += ["--step-seconds", "0.5", "--checkpoint-dir", str(tmp_path)]
+    rank = subprocess.Popen(command, env={**env, "RANK": "0"}, stdout=subprocess.PIPE, text=True)
+    try:
+        assert rank.stdout is not None
+        for line in rank.stdout:
+            if line.startswith("step 5 "):
+                break
+        process = psutil.Process(rank.pid)
+        before = process.cpu_times()
+        time.sleep(3)  # six steps of sleeping training
+        after = process.cpu_times()
+    finally:
+        rank.kill()
+        rank.wait()
+
+    spent = (after.user + after.system) - (before.user + before.system)
+    assert spent < 1.0, f"{spent:.1f} CPU seconds in 3 s of a training that sleeps"
