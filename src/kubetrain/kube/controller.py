@@ -20,7 +20,7 @@ from kubetrain.api.jobs import TrainingJob
 from kubetrain.api.manifest import job_shell, parse_job
 from kubetrain.engine.diagnosis import quoted_crash_loops
 from kubetrain.engine.reconciler import reconcile, reject
-from kubetrain.engine.types import Observation, Phase, Traits
+from kubetrain.engine.types import DeleteJob, Observation, Phase, Traits
 from kubetrain.frameworks.addressing import ClusterAddressing
 from kubetrain.frameworks.base import Framework
 from kubetrain.frameworks.labels import JOB_NAME_LABEL, OPERATOR_NAME_LABEL
@@ -104,6 +104,10 @@ class JobController:
         self._departed: dict[str, list[KubeObject]] = {}
         """By job key, the last state of its disrupted pods deleted since its last reconcile (``observe``'s
         ``departed``): what counts each disruption once, when it is over."""
+        self._deleted: dict[str, str] = {}
+        """By job key, the UID of the job this controller deleted (its TTL) while the watch still shows it:
+        not reconciled again, or a second reconcile before the watch's DELETED deletes it again and records
+        its ``Deleted job`` event twice (a conformance run saw it under load)."""
         self._deletions_seen: set[str] = set()
         """UIDs of pods stranded terminating on a lost node whose deletion was counted then: not again when
         they go."""
@@ -241,8 +245,10 @@ class JobController:
             self._expectations.delete_prefix(f"{key}/")
             self._remembered.pop(key, None)
             self._departed.pop(key, None)
+            self._deleted.pop(key, None)
             return None
-        if (stored.get("metadata") or {}).get("deletionTimestamp"):
+        metadata = stored.get("metadata") or {}
+        if metadata.get("deletionTimestamp") or self._deleted.get(key) == metadata.get("uid"):
             return None
         if not self._expectations_satisfied(key):
             _log_outcome(self.kind, key, "waiting", reason="creations or deletions not yet observed")
@@ -324,6 +330,8 @@ class JobController:
         self._metrics.reconcile_seconds.labels(kind=self.kind).observe(elapsed)
         if outcome.errors:
             raise ReconcileError("; ".join(outcome.errors))
+        if any(isinstance(action, DeleteJob) for action in decision.actions):
+            self._deleted[key] = str(metadata.get("uid"))
         self._counted(key, departed)
         if outcome.namespace_terminating:  # nothing there can be written any more; the job goes with it
             _log_outcome(self.kind, key, "dropped", reason="its namespace is being deleted")

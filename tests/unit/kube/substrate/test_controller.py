@@ -29,12 +29,12 @@ STORED = {
 }
 
 
-def controller(api: FakeApi, expectations: Expectations) -> JobController:
+def controller(api: FakeApi, expectations: Expectations, stored: dict[str, Any] = STORED) -> JobController:
     http = httpx2.AsyncClient(transport=httpx2.MockTransport(api.handle), base_url="https://api")
     metrics = OperatorMetrics()
     actor = Actor(http, expectations, EventRecorder(http), metrics, RenderSettings())
     jobs = Store()
-    jobs.apply(ChangeType.ADDED, STORED)
+    jobs.apply(ChangeType.ADDED, stored)
     children = ChildStores(pods=Store(), services=Store(), pod_groups=None)
     return JobController(
         framework_for(PYTORCH), jobs, children, actor, expectations, metrics, Traits(colocated=False)
@@ -285,3 +285,47 @@ async def test_a_framework_with_config_files_gets_its_running_workers_hosts() ->
         if method in ("POST", "PUT") and path.endswith("/configmaps/m-config")
     ]
     assert scripts == ["#!/bin/sh\necho m-worker-1:1"]
+
+
+def _expired(uid: str) -> dict[str, Any]:
+    """The job, succeeded an hour ago with a TTL of one second."""
+    finished = "2026-11-28T03:00:00Z"
+    succeeded = {"type": "Succeeded", "status": "True", "reason": "PyTorchJobSucceeded", "message": "done"}
+    return {
+        **STORED,
+        "metadata": {**STORED["metadata"], "uid": uid},
+        "spec": {**STORED["spec"], "runPolicy": {"ttlSecondsAfterFinished": 1}},
+        "status": {
+            "conditions": [{**succeeded, "lastTransitionTime": finished, "lastUpdateTime": finished}],
+            "startTime": "2026-11-28T02:00:00Z",
+            "completionTime": finished,
+        },
+    }
+
+
+def _job_deletions(api: FakeApi) -> list[str]:
+    return [path for method, path, _ in api.requests if method == "DELETE" and "/pytorchjobs/" in path]
+
+
+async def test_a_job_deleted_for_its_ttl_is_not_reconciled_again_before_the_watch_shows_it_gone() -> None:
+    api = FakeApi(status_code=200)
+    jobs = controller(api, Expectations(), _expired("u1"))
+
+    await jobs.reconcile("default/j")
+    await jobs.reconcile("default/j")  # woken again before the watch's DELETED came
+
+    # One deletion, so one decision with its ``Deleted job`` event.
+    assert _job_deletions(api) == ["/apis/kubeflow.org/v1/namespaces/default/pytorchjobs/j"]
+
+
+async def test_a_new_job_of_a_deleted_jobs_name_is_reconciled() -> None:
+    api = FakeApi(status_code=200)
+    jobs = controller(api, Expectations(), _expired("u1"))
+    await jobs.reconcile("default/j")
+
+    jobs.jobs.apply(ChangeType.DELETED, _expired("u1"))
+    await jobs.reconcile("default/j")
+    jobs.jobs.apply(ChangeType.ADDED, _expired("u2"))
+    await jobs.reconcile("default/j")
+
+    assert len(_job_deletions(api)) == 2
