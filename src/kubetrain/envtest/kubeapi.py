@@ -30,6 +30,12 @@ WEBHOOK_TRANSPORT_FAILURES = ("write: broken pipe", "connection reset by peer", 
 closed (a CI run failed a TrainingRuntime's create on the first). Admission fails before anything is stored,
 so the write is sent again."""
 WRITE_ATTEMPTS = 3
+POOL_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+"""No surplus of kept-alive connections for the pool to close. httpcore 1.0.9 counts every connection as idle
+when it looks for a surplus over ``max_keepalive_connections`` (20 by default), and closes an idle one even
+after another thread's request was given it (encode/httpcore#1110): with the conformance tier's threads
+sharing a client, reads failed with ``[Errno 9] Bad file descriptor`` (a CI run lost a whole module so). A
+client's connections are as many as its threads' requests at once."""
 
 
 class ApiError(Exception):
@@ -133,6 +139,7 @@ class KubeApi:
             headers=dict(connection.headers),
             timeout=timeout,
             transport=transport,
+            limits=POOL_LIMITS,
         )
 
     @classmethod
