@@ -404,20 +404,22 @@ class Await:
 
 @dataclass(frozen=True)
 class AwaitDeleted:
-    """Until the job is gone (its TTL)."""
+    """Until the job is gone (its TTL) and so is everything it owned: the garbage collector deletes those
+    after the job, in its own time (a cold CI run's load kept an upstream MPIJob's pods and ConfigMap there
+    after the side had settled, and the snapshot compared them)."""
 
     timeout: float = AWAIT_TIMEOUT
 
     def apply(self, side: Side) -> None:
         deadline = time.monotonic() + self.timeout
-        while side.job() is not None:
+        while side.job() is not None or side.children():
             if time.monotonic() > deadline:
                 side.waited_out.append(str(self))
                 return
             time.sleep(POLL_SECONDS)
 
     def __str__(self) -> str:
-        return "await the job's deletion"
+        return "await the job's deletion and its children's collection"
 
 
 @dataclass(frozen=True)
