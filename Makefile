@@ -14,7 +14,8 @@ PYTEST := $(BIN)/pytest
 AS_ROOT := $(filter 0,$(shell id -u))
 
 .PHONY: help install run test lint test-unit test-local test-cluster envtest-build helm-build manifests docs clean \
-	image images image-tools test-images node-packages test-e2e scheduler-plugins-build
+	image images image-tools test-images node-packages test-e2e test-e2e-own-nodes test-e2e-shared-node \
+	scheduler-plugins-build
 .PHONY: podman docker test-containers host-packages mpi-packages node-build node-image-cache e2e-images \
 	framework-images lane-go lane-cluster-operator lane-cluster-clients lane-browser lane-images \
 	lane-framework-images lane-checks lane-peers-v1 lane-peers-others \
@@ -62,17 +63,18 @@ test: $(STAMP)
 	$(MAKE) --no-print-directory -j9 --output-sync=target lane-go lane-cluster-operator lane-cluster-clients \
 		lane-browser lane-images lane-framework-images lane-checks lane-peers-v1 lane-peers-others
 
-# The Go-built binaries, in the order the lanes need them: envtest (every tier with a control plane), helm
-# (the cluster tier), the peers (the conformance tier), then the real node's kubelet and CoreDNS and the gang
-# scheduler (the e2e tier, whose images take longest). A new Go-built tool is one more line here, and its
-# build target a prerequisite of the tiers that run it.
+# The Go-built binaries, the longest tier's first: envtest (every tier with a control plane), JobSet (every
+# envtest tier), the real node's kubelet and CoreDNS and the gang scheduler (the e2e tier, the longest: cold,
+# it started only at 30 minutes when they came last), then helm, the peers and Kueue, which the lanes needing
+# them build beside it when the Go lane has not come to them yet. A new Go-built tool is one more line here,
+# and its build target a prerequisite of the tiers that run it.
 GO_BUILDS := envtest-build
-GO_BUILDS += helm-build
-GO_BUILDS += peers-build
 GO_BUILDS += jobset-build
-GO_BUILDS += kueue-build
 GO_BUILDS += $(if $(AS_ROOT),node-build)
 GO_BUILDS += $(if $(AS_ROOT),scheduler-plugins-build)
+GO_BUILDS += helm-build
+GO_BUILDS += peers-build
+GO_BUILDS += kueue-build
 
 # $(call serially,TARGETS): the targets one after another, each its own make, so that a lane never runs two of
 # its steps at once. They leave the -j make's jobserver alone (MAKEFLAGS without it): a lane's make sharing
@@ -115,7 +117,7 @@ lane-browser: $(STAMP)
 # the tier waited for every one: the other frameworks' images are built and cached in a lane of their own,
 # beside the tier, whose test_frameworks.py (run last) loads each into the node.
 lane-images: $(STAMP)
-	$(call serially,e2e-images test-e2e)
+	$(call serially,e2e-images test-e2e-own-nodes test-e2e-shared-node)
 
 lane-framework-images: $(STAMP)
 	$(call serially,framework-images)
@@ -200,6 +202,16 @@ node-packages: image-tools
 # --real-node --jobset in a temporary directory and stops it. --durations=0: each case's time in the log.
 test-e2e: envtest-build jobset-build node-packages $(if $(AS_ROOT),node-build e2e-images scheduler-plugins-build)
 	$(PYTEST) tests/e2e -q -rfEs --durations=0
+
+# The tier in two steps, as `make test` runs it: first the modules that start nodes of their own (no gang
+# scheduler: cold, they run while it is still being built), then the rest on the session's node.
+E2E_OWN_NODES := tests/e2e/test_node_lifecycle.py tests/e2e/test_two_nodes.py
+test-e2e-own-nodes: envtest-build jobset-build node-packages $(if $(AS_ROOT),node-build e2e-images)
+	$(PYTEST) $(E2E_OWN_NODES) -q -rfEs --durations=0
+
+test-e2e-shared-node: envtest-build jobset-build node-packages \
+		$(if $(AS_ROOT),node-build e2e-images scheduler-plugins-build)
+	$(PYTEST) tests/e2e $(patsubst %,--ignore=%,$(E2E_OWN_NODES)) -q -rfEs --durations=0
 
 # The kubelet and CoreDNS, built and cached like envtest.
 node-build: envtest-build
