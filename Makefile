@@ -63,15 +63,16 @@ test: $(STAMP)
 	$(MAKE) --no-print-directory -j9 --output-sync=target lane-go lane-cluster-operator lane-cluster-clients \
 		lane-browser lane-images lane-framework-images lane-checks lane-peers-v1 lane-peers-others
 
-# The Go-built binaries, the longest tier's first: envtest (every tier with a control plane), JobSet (every
-# envtest tier), the real node's kubelet and CoreDNS and the gang scheduler (the e2e tier, the longest: cold,
-# it started only at 30 minutes when they came last), then helm, the peers and Kueue, which the lanes needing
-# them build beside it when the Go lane has not come to them yet. A new Go-built tool is one more line here,
-# and its build target a prerequisite of the tiers that run it.
+# The Go-built binaries, the longest tier's first: envtest (every tier with a control plane), the gang
+# scheduler (the e2e tier's second step; the images lane builds the kubelet and CoreDNS for its first step
+# meanwhile), JobSet (every envtest tier), then helm, the peers and Kueue, which the lanes needing them build
+# beside it when the Go lane has not come to them yet. Cold, the e2e tier waited until 30 minutes for the gang
+# scheduler when it came last, and until 32 minutes when it came after the node. A new Go-built tool is one
+# more line here, and its build target a prerequisite of the tiers that run it.
 GO_BUILDS := envtest-build
-GO_BUILDS += jobset-build
-GO_BUILDS += $(if $(AS_ROOT),node-build)
 GO_BUILDS += $(if $(AS_ROOT),scheduler-plugins-build)
+GO_BUILDS += $(if $(AS_ROOT),node-build)
+GO_BUILDS += jobset-build
 GO_BUILDS += helm-build
 GO_BUILDS += peers-build
 GO_BUILDS += kueue-build
@@ -203,10 +204,11 @@ node-packages: image-tools
 test-e2e: envtest-build jobset-build node-packages $(if $(AS_ROOT),node-build e2e-images scheduler-plugins-build)
 	$(PYTEST) tests/e2e -q -rfEs --durations=0
 
-# The tier in two steps, as `make test` runs it: first the modules that start nodes of their own (no gang
-# scheduler: cold, they run while it is still being built), then the rest on the session's node.
+# The tier in two steps, as `make test` runs it: first the modules that start nodes of their own (neither the
+# gang scheduler nor JobSet: cold, they run while those are still being built), then the rest on the session's
+# node.
 E2E_OWN_NODES := tests/e2e/test_node_lifecycle.py tests/e2e/test_two_nodes.py
-test-e2e-own-nodes: envtest-build jobset-build node-packages $(if $(AS_ROOT),node-build e2e-images)
+test-e2e-own-nodes: envtest-build node-packages $(if $(AS_ROOT),node-build e2e-images)
 	$(PYTEST) $(E2E_OWN_NODES) -q -rfEs --durations=0
 
 test-e2e-shared-node: envtest-build jobset-build node-packages \
