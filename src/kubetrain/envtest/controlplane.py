@@ -16,6 +16,7 @@ import datetime
 import functools
 import json
 import os
+import re
 import shutil
 import socket
 import ssl
@@ -42,6 +43,9 @@ SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 # Start order; stop goes in reverse, so the API server's clients go first and etcd last.
 COMPONENT_ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "node-heartbeat")
 LOG_TAIL_LINES = 20
+# Below this a component may fail to write its files; an exit's message then says how little is left.
+LOW_DISK_BYTES = 1 << 30
+KLOG_FATAL = re.compile(r"F\d{4} \d\d:\d\d:\d\d")
 
 
 class EnvtestError(RuntimeError):
@@ -324,11 +328,29 @@ def heartbeat_args(run_dir: Path, nodes: list[str]) -> list[str]:
 
 
 def _log_tail(log: Path) -> str:
+    """The log's last lines, after the lines that say why a Go process died when they came earlier (a panic's
+    stack trace outgrows the tail: CI once showed etcd's without the message), and the free space where the
+    log is when that is nearly none (what made etcd panic creating its write-ahead log)."""
     try:
         lines = log.read_text(errors="replace").splitlines()
     except OSError:
         return ""
-    return "\n".join(lines[-LOG_TAIL_LINES:])
+    tail = lines[-LOG_TAIL_LINES:]
+    causes = [line for line in lines[: -LOG_TAIL_LINES or None] if _is_fatal(line)]
+    text = "\n".join([*causes, *(["..."] if causes else []), *tail])
+    free = shutil.disk_usage(log.parent).free
+    if free < LOW_DISK_BYTES:
+        text += f"\n(only {free // 2**20} MiB free on the filesystem of {log.parent})"
+    return text
+
+
+def _is_fatal(line: str) -> bool:
+    """A Go runtime panic or fatal error, zap's panic or fatal entry (etcd), klog's fatal line (``F1128``)."""
+    return (
+        line.startswith(("panic:", "fatal error:"))
+        or any(f'"level":"{level}"' in line for level in ("panic", "fatal"))
+        or KLOG_FATAL.match(line) is not None
+    )
 
 
 def _wait_for(

@@ -89,3 +89,25 @@ def test_a_relative_envtest_directory_is_made_absolute_for_the_controllers_start
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv(controlplane.RUN_DIR_ENV, ".state/envtest-peers")
     assert controlplane.default_run_dir() == tmp_path / ".state" / "envtest-peers"
+
+
+def test_an_exited_components_log_tail_starts_with_the_panic_that_a_long_stack_trace_pushed_out(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "etcd.log"
+    trace = [f"\tgo.etcd.io/etcd/server/v3/frame{index}.go:{index}" for index in range(60)]
+    panic = '{"level":"panic","msg":"failed to create WAL","error":"no space left on device"}'
+    log.write_text("\n".join(["starting", panic, "panic: failed to create WAL", *trace]) + "\n")
+
+    tail = controlplane._log_tail(log).splitlines()
+
+    assert tail[:3] == [panic, "panic: failed to create WAL", "..."]
+    assert tail[3:] == trace[-controlplane.LOG_TAIL_LINES :]
+
+
+def test_a_short_log_is_shown_whole_without_repeating_its_fatal_line(tmp_path: Path) -> None:
+    log = tmp_path / "kube-apiserver.log"
+    lines = ["I1128 12:00:00.000001 starting", "F1128 12:00:01.000002 unable to load server certificate"]
+    log.write_text("\n".join(lines) + "\n")
+
+    assert controlplane._log_tail(log) == "\n".join(lines)
