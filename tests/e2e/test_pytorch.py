@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from e2e.realpods import RealCluster, scratch_namespace, wait_until
-from kubetrain.envtest import realnode
+from kubetrain.envtest import imagecache, realnode
 
 # The PyTorch image (4.4 GB) is imported into the node inside the first test's setup when the node did not
 # start with it (kubetrain.envtest.imagecache): minutes when cold.
@@ -141,3 +141,21 @@ def test_kubetrain_logs_reads_every_replica_from_the_cluster(ddp_job: FinishedJo
     assert losses[-1] < losses[0]
     for worker in ("worker-0", "worker-1"):
         assert any("joined the process group" in text for text in by_replica[worker])
+
+
+def test_the_node_ran_the_image_from_its_snapshots_without_keeping_its_layer_blobs(
+    ddp_job: FinishedJob,
+) -> None:
+    """The image cache and the node keep each image once, unpacked: the layers' blobs (4.1 GB for this
+    image) are discarded after the import, and the pods above started from the snapshots."""
+    assert ddp_job.outcome == "Succeeded"
+    blob_stores = [
+        root / "io.containerd.content.v1.content" / "blobs" / "sha256"
+        for root in (
+            imagecache.containerd_root(),
+            realnode.node_paths(ddp_job.cluster.run_dir).containerd_root,
+        )
+    ]
+    for store in blob_stores:
+        sizes = {blob.name: blob.stat().st_size for blob in store.iterdir()}
+        assert sizes and max(sizes.values()) < 2**20, (store, sorted(sizes.values())[-3:])

@@ -18,6 +18,7 @@ import argparse
 import contextlib
 import fcntl
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -378,6 +379,29 @@ def containerd_label(socket: str, reference: str) -> str | None:
     return None
 
 
+def discard_layer_blobs(socket: str, reference: str) -> None:
+    """Delete an unpacked image's layer blobs from containerd's content store, keeping its manifest, config
+    and snapshots, as the CRI's ``discard_unpacked_layers`` does for pulls: a container starts from the
+    snapshots, and the blobs were a second copy of every image (6.7 GB of the node's image cache, which
+    with the other copies filled a CI machine's disk). Collected at once (a lease deleted with ``--sync``
+    runs the garbage collector), not at the next collection, which a short-lived containerd may not see."""
+    listed = _run(_ctr(socket, "images", "ls", f"name=={reference}"), capture_output=True)
+    _check(listed, f"ctr images ls on {socket}")
+    manifest_digest = next(
+        line.split()[2] for line in listed.stdout.splitlines()[1:] if line.split()[0] == reference
+    )
+    shown = _run(_ctr(socket, "content", "get", manifest_digest), capture_output=True)
+    _check(shown, f"ctr content get {manifest_digest}")
+    layers = [layer["digest"] for layer in json.loads(shown.stdout)["layers"]]
+    _check(_run(_ctr(socket, "content", "rm", *layers), stdout=subprocess.DEVNULL), "ctr content rm")
+    lease = _run(_ctr(socket, "leases", "create"), capture_output=True)
+    _check(lease, "ctr leases create")
+    collected = _run(
+        _ctr(socket, "leases", "delete", "--sync", lease.stdout.split()[0]), stdout=subprocess.DEVNULL
+    )
+    _check(collected, "ctr leases delete --sync")
+
+
 def load_into_containerd(name: str, socket: str) -> None:
     """Import an image built here into containerd's k8s.io namespace (where a kubelet looks), unless the
     image there already has the same recipe."""
@@ -405,6 +429,7 @@ def load_into_containerd(name: str, socket: str) -> None:
         _check(imported, "ctr import")
         if tar.wait() != 0:
             raise SystemExit(f"tar of {layout} failed (exit {tar.returncode})")
+    discard_layer_blobs(socket, recipe.reference)
     _check(
         _run(
             _ctr(socket, "images", "label", recipe.reference, f"{RECIPE_LABEL}={digest}"),
