@@ -58,10 +58,16 @@ test-unit: $(STAMP)
 # ready soonest. Each step installs the Debian packages it needs when missing
 # ($(APT): one install at a time). A tier waits for a Go binary still being built: each build takes a lock, and
 # the waiter then finds it current (or builds it itself, when the Go lane has not come to it yet). A failed lane
-# fails `test` after the others finish. docs/development.md has the lanes' measured timelines, cold and warm.
+# fails `test` after the others finish. docs/development.md has the lanes' measured timelines, cold and warm,
+# and the disk a cold run fills (a CI machine ran out once): the free space is printed before and after.
 test: $(STAMP)
+	@$(call free_disk,before the lanes)
 	$(MAKE) --no-print-directory -j9 --output-sync=target lane-go lane-cluster-operator lane-cluster-clients \
-		lane-browser lane-images lane-framework-images lane-checks lane-peers-v1 lane-peers-others
+		lane-browser lane-images lane-framework-images lane-checks lane-peers-v1 lane-peers-others; \
+		status=$$?; $(call free_disk,after the lanes); exit $$status
+
+free_disk = echo "free disk $(1): $$(df -h --output=avail $(HOME) | tail -1 | tr -d ' ') where the caches are, \
+	$$(df -h --output=avail /var/lib | tail -1 | tr -d ' ') under /var/lib (images), a cold run fills about 40G"
 
 # The Go-built binaries, the longest tier's first: envtest (every tier with a control plane), the gang
 # scheduler (the e2e tier's second step; the images lane builds the kubelet and CoreDNS for its first step
