@@ -17,7 +17,6 @@ import resource
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -49,16 +48,13 @@ class BuildError(RuntimeError):
     """The binaries are missing and could not be built; the message says what to install or set."""
 
 
-def go_build_env(build_cache: Path | None = None) -> dict[str, str]:
+def go_build_env() -> dict[str, str]:
     """The environment of every ``go build`` of a tool here: static binaries, modules downloaded as needed,
-    no DWARF from the compiler, and ``build_cache`` as Go's build cache unless the user chose one
-    (``$GOCACHE``). ``-ldflags -w`` already leaves DWARF out of the binaries, but the compiler still
-    generated it for every package: 6 % of the CPU of compiling client-go here, and a bigger build cache.
-    The binaries are the same, so this is in no fingerprint."""
-    env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod -gcflags=all=-dwarf=false"}
-    if build_cache is not None and not os.environ.get("GOCACHE"):
-        env["GOCACHE"] = str(build_cache)
-    return env
+    and no DWARF from the compiler. ``-ldflags -w`` already leaves DWARF out of the binaries, but the compiler
+    still generated it for every package: 6 % of the CPU of compiling client-go here, and a bigger build
+    cache. The binaries are the same, so this is in no fingerprint; every build passes it, so Go's build cache
+    still serves the packages two builds share (envtest's and scheduler-plugins')."""
+    return {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod -gcflags=all=-dwarf=false"}
 
 
 @dataclass(frozen=True)
@@ -72,24 +68,12 @@ class GoBuild:
 
 
 def run_go_build(command: list[str], cwd: Path) -> GoBuild:
-    """``command`` in ``cwd`` with :func:`go_build_env`, its output on stderr.
-
-    Go's build cache is the build's own, removed when it ends: each tool's binary is cached here by
-    fingerprint, so the compiled packages are never used again, and the tools together left 9 GB of them,
-    which with the images filled a CI machine's disk (the tools pin different Kubernetes versions, so they
-    share few packages: the kubelet, built after the control plane from the same module, compiles 2 minutes
-    more)."""
+    """``command`` in ``cwd`` with :func:`go_build_env`, its output on stderr."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="kubetrain-go-build-") as build_cache:
-        result = subprocess.run(
-            command,
-            cwd=cwd,
-            env=go_build_env(Path(build_cache)),
-            stdout=sys.stderr,
-            stderr=sys.stderr,
-            check=False,
-        )
+    result = subprocess.run(
+        command, cwd=cwd, env=go_build_env(), stdout=sys.stderr, stderr=sys.stderr, check=False
+    )
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return GoBuild(result.returncode, round(time.monotonic() - started, 1), round(cpu, 1))
