@@ -67,7 +67,7 @@ test: $(STAMP)
 		status=$$?; $(call free_disk,after the lanes); exit $$status
 
 free_disk = echo "free disk $(1): $$(df -h --output=avail $(HOME) | tail -1 | tr -d ' ') where the caches are, \
-	$$(df -h --output=avail /var/lib | tail -1 | tr -d ' ') under /var/lib (images), a cold run fills about 40G"
+	$$(df -h --output=avail /var/lib | tail -1 | tr -d ' ') under /var/lib (images), a cold run fills about 45G"
 
 # The Go-built binaries, the longest tier's first: envtest (every tier with a control plane), the gang
 # scheduler (the e2e tier's second step; the images lane builds the kubelet and CoreDNS for its first step
