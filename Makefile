@@ -66,8 +66,10 @@ test: $(STAMP)
 		lane-browser lane-images lane-framework-images lane-checks lane-peers-v1 lane-peers-others; \
 		status=$$?; $(call free_disk,after the lanes); exit $$status
 
-free_disk = echo "free disk $(1): $$(df -h --output=avail $(HOME) | tail -1 | tr -d ' ') where the caches are, \
-	$$(df -h --output=avail /var/lib | tail -1 | tr -d ' ') under /var/lib (images), a cold run fills about 45G"
+# $(call free_disk,WHEN): one line under 80 columns: the free space for the caches ($HOME) and the images
+# (/var/lib), and what a cold run fills.
+avail = $$(df -h --output=avail $(1) | tail -1 | tr -d ' ')
+free_disk = echo "disk free $(1): caches $(call avail,$(HOME)), images $(call avail,/var/lib) (cold run: ~45G)"
 
 # The Go-built binaries, the longest tier's first: envtest (every tier with a control plane), the gang
 # scheduler (the e2e tier's second step; the images lane builds the kubelet and CoreDNS for its first step
