@@ -367,16 +367,21 @@ def _ctr(socket: str, *args: str) -> list[str]:
     return ["ctr", "--address", socket, "--namespace", "k8s.io", *args]
 
 
-def containerd_label(socket: str, reference: str) -> str | None:
-    """The recipe label kubetrain put on an image in containerd, None when the image is not there."""
+def _containerd_image(socket: str, reference: str) -> list[str] | None:
+    """The image's row of ``ctr images ls`` (ref, type, digest, size, platforms, labels), None when absent."""
     done = _run(_ctr(socket, "images", "ls", f"name=={reference}"), capture_output=True)
     _check(done, f"ctr images ls on {socket}")
-    for line in done.stdout.splitlines()[1:]:
-        fields = line.split()
-        if fields and fields[0] == reference:
-            labels = dict(item.split("=", 1) for item in fields[-1].split(",") if "=" in item)
-            return labels.get(RECIPE_LABEL, "")
-    return None
+    rows = (line.split() for line in done.stdout.splitlines()[1:])
+    return next((fields for fields in rows if fields and fields[0] == reference), None)
+
+
+def containerd_label(socket: str, reference: str) -> str | None:
+    """The recipe label kubetrain put on an image in containerd, None when the image is not there."""
+    fields = _containerd_image(socket, reference)
+    if fields is None:
+        return None
+    labels = dict(item.split("=", 1) for item in fields[-1].split(",") if "=" in item)
+    return labels.get(RECIPE_LABEL, "")
 
 
 def discard_layer_blobs(socket: str, reference: str) -> None:
@@ -385,11 +390,10 @@ def discard_layer_blobs(socket: str, reference: str) -> None:
     snapshots, and the blobs were a second copy of every image (6.7 GB of the node's image cache, which
     with the other copies filled a CI machine's disk). Collected at once (a lease deleted with ``--sync``
     runs the garbage collector), not at the next collection, which a short-lived containerd may not see."""
-    listed = _run(_ctr(socket, "images", "ls", f"name=={reference}"), capture_output=True)
-    _check(listed, f"ctr images ls on {socket}")
-    manifest_digest = next(
-        line.split()[2] for line in listed.stdout.splitlines()[1:] if line.split()[0] == reference
-    )
+    image = _containerd_image(socket, reference)
+    if image is None:
+        raise SystemExit(f"{reference} is not in containerd {socket} after its import")
+    manifest_digest = image[2]
     shown = _run(_ctr(socket, "content", "get", manifest_digest), capture_output=True)
     _check(shown, f"ctr content get {manifest_digest}")
     layers = [layer["digest"] for layer in json.loads(shown.stdout)["layers"]]

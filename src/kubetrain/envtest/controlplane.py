@@ -336,7 +336,7 @@ def _log_tail(log: Path) -> str:
     except OSError:
         return ""
     tail = lines[-LOG_TAIL_LINES:]
-    causes = [line for line in lines[: -LOG_TAIL_LINES or None] if _is_fatal(line)]
+    causes = [line for line in lines[:-LOG_TAIL_LINES] if _is_fatal(line)]
     text = "\n".join([*causes, *(["..."] if causes else []), *tail])
     free = shutil.disk_usage(log.parent).free
     if free < LOW_DISK_BYTES:
