@@ -17,7 +17,7 @@ from kubetrain.envtest.crds import install_crds
 from kubetrain.envtest.kubeapi import KubeApi
 from kubetrain.kube.runtime.client import ApiListWatch
 from kubetrain.kube.runtime.informer import Informer, wait_for_sync
-from kubetrain.kube.runtime.reflector import Reflector, ReflectorSettings, WatchEvent
+from kubetrain.kube.runtime.reflector import Reflector, ReflectorSettings, ResourceExpiredError, WatchEvent
 from kubetrain.kube.runtime.store import ObjectChange, Store
 
 pytestmark = pytest.mark.cluster
@@ -133,15 +133,22 @@ def probe_kind(kube_api: KubeApi, tmp_path: Path) -> type[Resource]:
 
 
 class StartsTooOld(ApiListWatch):
-    """Opens its first watch at resourceVersion 1, as a reflector that was cut off for a long time would."""
+    """Opens its watches at resourceVersion 1, as a reflector cut off for a long time would, until the server
+    has answered 410 Gone once. Not just the first watch: a CRD's new watch cache may answer that one 429
+    "storage is (re)initializing" instead, and the reflector's retry must still start too old."""
 
-    opened = 0
+    gone_answered = False
 
     async def watch(self, *, resource_version: str, timeout_seconds: int) -> AsyncGenerator[WatchEvent, None]:
-        self.opened += 1
-        version = "1" if self.opened == 1 else resource_version
-        async for event in super().watch(resource_version=version, timeout_seconds=timeout_seconds):
-            yield event
+        version = resource_version if self.gone_answered else "1"
+        try:
+            async for event in super().watch(resource_version=version, timeout_seconds=timeout_seconds):
+                if event.type == "ERROR" and event.object.get("code") == 410:
+                    self.gone_answered = True
+                yield event
+        except ResourceExpiredError:
+            self.gone_answered = True
+            raise
 
 
 async def test_a_watch_from_an_expired_version_makes_the_reflector_re_list(
