@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -87,17 +88,39 @@ def docs_env(home: Path, extra: Mapping[str, str] | None = None) -> dict[str, st
     return env
 
 
+STOP_GRACE_SECONDS = 15.0
+"""What a script that outran its time gets between SIGTERM and SIGKILL: a ``kubetrain run`` in it stops its
+replicas on SIGTERM, and a SIGKILL would leave them running."""
+
+
 def run_script(script: str, env: Mapping[str, str], cwd: Path = ROOT, timeout: float = 600) -> BlockRun:
-    result = subprocess.run(
+    """Runs ``script``; one still running after ``timeout`` seconds is stopped, every process it started
+    with it, and its run says so after what it printed (keep ``timeout`` below pytest-timeout's, or the
+    output is lost)."""
+    with subprocess.Popen(
         ["bash", "-euo", "pipefail", "-c", script],
         cwd=cwd,
         env=dict(env),
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
-        timeout=timeout,
-        check=False,
-    )
-    return BlockRun(script, result.returncode, result.stdout + result.stderr)
+        start_new_session=True,
+    ) as process:
+        try:
+            output, _ = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            output = _stop_group(process) + f"\n[docs test: still running after {timeout:g} s, stopped]"
+    return BlockRun(script, process.returncode, output)
+
+
+def _stop_group(process: subprocess.Popen[str]) -> str:
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        output, _ = process.communicate(timeout=STOP_GRACE_SECONDS)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        output, _ = process.communicate()
+    return output
 
 
 def console_output(block: ConsoleBlock, env: Mapping[str, str]) -> BlockRun:

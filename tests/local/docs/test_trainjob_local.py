@@ -17,7 +17,7 @@ PAGE = ROOT / "docs" / "trainjob.md"
 
 def test_the_example_trainjob_trains_on_both_nodes_as_the_page_says(tmp_path: Path) -> None:
     [script] = sh_blocks(PAGE, TRAINJOB_ON_ONE_MACHINE)
-    run = run_script(script, docs_env(tmp_path), timeout=300)
+    run = run_script(script, docs_env(tmp_path), timeout=240)
     assert run.returncode == 0, run.output
     assert "node-0 | training finished" in run.output
     assert re.search(r"^torch-ddp\s+Complete\s+100%\s+-\s+\d/2\s", run.output, re.M), run.output
