@@ -151,7 +151,10 @@ def test_the_surviving_agents_re_rendezvous_and_go_on_from_the_checkpoint(elasti
         starts = [int(step) for step in STARTS.findall(logs)]
 
         assert rounds[0] == (3, 0), (pod, logs)
-        assert any(restart >= 1 for _, restart in rounds[1:]), (pod, logs)
+        # A round after the first: the agent re-rendezvoused. Its restart count need not grow: torchrun counts
+        # only a restart for a worker it saw fail, and the replacement pod's agent may have joined (a restart
+        # for a new member, uncounted) before the survivor's worker failed on its lost peer.
+        assert len(rounds) >= 2, (pod, logs)
         # Each (re)start of the workers resumes: the first from scratch, a later one from the checkpoint.
         assert starts[0] == 0
         assert max(starts[1:]) > 0, (pod, logs)
