@@ -52,7 +52,8 @@ def test_a_failed_on_failure_pod_is_recreated_and_the_job_is_restarting(
     pod_driver.fail((namespace, "j-worker-0"), exit_code=1)
     wait_condition(kube_api, "PyTorchJob", namespace, "j", "Restarting")
     eventually(lambda: recreated(kube_api, namespace, "j-worker-0", before), what="worker-0 recreated")
-    assert events(kube_api, namespace, "SuccessfulDeletePod")
+    # Events are posted by sender tasks after the reconcile, never inside it: wait for it as for the pod.
+    eventually(lambda: events(kube_api, namespace, "SuccessfulDeletePod"), what="SuccessfulDeletePod event")
 
 
 def test_exit_code_policy_retries_a_signal_and_fails_the_job_on_a_program_error(
