@@ -6,6 +6,11 @@ delays the pods and status writes users wait on, but no event waits longer than 
 a controller that is never idle does not starve them. An event that cannot be posted is logged and
 dropped (events are best-effort on every Kubernetes controller).
 
+Similar events are combined as client-go's EventAggregator combines them: from the tenth distinct message
+with the same reason about the same object within ``REPEAT_WINDOW_SECONDS``, the events go into one Event
+whose message is the latest one prefixed with ``AGGREGATED_PREFIX``, as upstream's do (a 5,000-worker job
+makes a dozen ``SuccessfulCreatePod`` Events, not 5,000 POSTs competing with its pods' writes).
+
 Repeats are folded as client-go's EventCorrelator folds them: an event identical to one sent within
 ``REPEAT_WINDOW_SECONDS`` (same object, type, reason, message and component) PATCHes that Event's
 ``count`` and ``lastTimestamp`` instead of creating another. Upstream warns about an abnormal pod on
@@ -26,7 +31,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -47,6 +52,9 @@ BUMP_INTERVAL_SECONDS = 15.0
 """The least time between two PATCHes of one Event, once its object's repeat budget is spent."""
 REPEAT_BURST = 25
 """PATCHes of repeats about one object sent at once (client-go's spam filter's burst)."""
+SIMILAR_BEFORE_COMBINING = 10
+"""Distinct messages of one reason about one object before they are combined (client-go's maxEvents)."""
+AGGREGATED_PREFIX = "(combined from similar events): "
 
 EventKey = tuple[Any, ...]
 
@@ -78,6 +86,38 @@ def event_key(record: EventRecord) -> EventKey:
     )
 
 
+def similar_key(record: EventRecord) -> EventKey:
+    """What makes events similar (client-go's ``EventAggregatorByReasonFunc``): all but the message."""
+    return (*event_key(record)[:6], None, record.component)
+
+
+class SimilarEvents:
+    """Per object and reason, the distinct messages recently seen: once there are
+    ``SIMILAR_BEFORE_COMBINING``, each further new message is combined into one Event."""
+
+    def __init__(
+        self, capacity: int = REMEMBERED_EVENTS, window_seconds: float = REPEAT_WINDOW_SECONDS
+    ) -> None:
+        self._capacity = capacity
+        self._window = window_seconds
+        self._seen: OrderedDict[EventKey, tuple[set[str], datetime]] = OrderedDict()
+
+    def combine(self, record: EventRecord) -> tuple[EventRecord, EventKey]:
+        """The record to send and the key of the Event it goes to: itself, or the combined one."""
+        key = similar_key(record)
+        messages, last_at = self._seen.pop(key, (set(), record.at))
+        if (record.at - last_at).total_seconds() > self._window:
+            messages = set()
+        messages.add(record.message)
+        self._seen[key] = (messages, max(last_at, record.at))
+        while len(self._seen) > self._capacity:
+            self._seen.popitem(last=False)
+        if len(messages) < SIMILAR_BEFORE_COMBINING:
+            return record, event_key(record)
+        messages.pop()  # as client-go: the set never grows past the threshold
+        return replace(record, message=AGGREGATED_PREFIX + record.message), key
+
+
 def _stamp(at: datetime) -> str:
     return at.strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -91,6 +131,10 @@ class SentEvent:
     count: int
     """As the API server has it."""
     last_at: datetime
+    message: str
+    """As the API server has it; a combined Event's changes with each message combined into it."""
+    latest_message: str = ""
+    """The message of the latest repeat, to report with the count."""
     unreported: int = 0
     """Repeats seen since the last PATCH, waiting for the bump interval to pass."""
     reported_at: float = 0.0
@@ -202,6 +246,7 @@ class EventRecorder:
         self._senders: list[asyncio.Task[None]] = []
         self._sending = 0
         self._recent = RecentEvents()
+        self._similar = SimilarEvents()
         # Sends of the same event are serialised (so a repeat never races the Event it bumps, and
         # counts arrive in order); sends of different events share SENDERS locks by key hash.
         self._key_locks = [asyncio.Lock() for _ in range(SENDERS)]
@@ -263,7 +308,7 @@ class EventRecorder:
     async def _deliver(self, record: EventRecord) -> None:
         while self._busy() and (datetime.now(UTC) - record.at).total_seconds() < MAX_HOLD_SECONDS:
             await asyncio.sleep(BUSY_POLL_SECONDS)
-        key = event_key(record)
+        record, key = self._similar.combine(record)
         async with self._key_locks[hash(key) % SENDERS]:
             await self._send(key, record)
         self.sent += 1
@@ -272,7 +317,8 @@ class EventRecorder:
         repeated = self._recent.repeat_of(key, record.at)
         if repeated is not None:
             # A record held back longer than a later repeat must not move lastTimestamp back.
-            repeated.last_at = max(repeated.last_at, record.at)
+            if record.at >= repeated.last_at:
+                repeated.last_at, repeated.latest_message = record.at, record.message
             repeated.unreported += 1
             now = time.monotonic()
             wait = repeated.reported_at + self._bump_interval - now
@@ -290,7 +336,8 @@ class EventRecorder:
         namespace = manifest["metadata"]["namespace"]
         response = await self._http.post(f"/api/v1/namespaces/{namespace}/events", json=manifest)
         raise_for_status(response, response.content)
-        sent = SentEvent(namespace, manifest["metadata"]["name"], 1, record.at, reported_at=time.monotonic())
+        name = manifest["metadata"]["name"]
+        sent = SentEvent(namespace, name, 1, record.at, record.message, reported_at=time.monotonic())
         self._recent.remember(key, sent)
 
     def _queue_flush(self, key: EventKey) -> None:
@@ -306,14 +353,18 @@ class EventRecorder:
         """Report the unreported repeats on the Event; False when it is gone (expired), so a new one is
         made."""
         count = sent.count + sent.unreported
+        patch: dict[str, Any] = {"count": count, "lastTimestamp": _stamp(sent.last_at)}
+        message = sent.latest_message or sent.message
+        if message != sent.message:
+            patch["message"] = message
         response = await self._http.patch(
             f"/api/v1/namespaces/{sent.namespace}/events/{sent.name}",
-            json={"count": count, "lastTimestamp": _stamp(sent.last_at)},
+            json=patch,
             headers={"Content-Type": "application/merge-patch+json"},
         )
         sent.unreported = 0
         if response.status_code == 404:
             return False
         raise_for_status(response, response.content)
-        sent.count, sent.reported_at = count, time.monotonic()
+        sent.count, sent.message, sent.reported_at = count, message, time.monotonic()
         return True

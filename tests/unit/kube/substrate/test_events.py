@@ -1,16 +1,19 @@
 """The event recorder: events wait while the controllers are busy, but never past the hold limit; repeats
 bump one Event's count as client-go's EventCorrelator does: at once within their object's budget, then at
-most once per bump interval."""
+most once per bump interval; from the tenth distinct message of one reason about one object, the events are
+combined into one, as client-go's EventAggregator does."""
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx2
 
 from kubetrain.kube.events import (
+    AGGREGATED_PREFIX,
     MAX_HOLD_SECONDS,
     REPEAT_BURST,
     REPEAT_WINDOW_SECONDS,
@@ -19,6 +22,7 @@ from kubetrain.kube.events import (
     RecentEvents,
     RepeatBudget,
     SentEvent,
+    SimilarEvents,
 )
 
 from .fakes import FakeApi
@@ -190,10 +194,47 @@ async def test_repeats_within_the_bump_interval_go_out_in_one_patch_when_it_ends
     assert (events.sent, events.folded, events.queued) == (4, 3, 0)
 
 
+def worker_created(index: int, at: datetime) -> EventRecord:
+    return created(at + timedelta(seconds=index), message=f"Created pod: j-worker-{index}")
+
+
+async def test_from_the_tenth_distinct_message_of_a_reason_the_events_are_combined_into_one() -> None:
+    api, first = FakeApi(), datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    await sent(api, *(worker_created(i, first) for i in range(12)))
+    assert [(method, body.get("count"), body.get("message")) for method, _, body in api.requests] == [
+        *(("POST", 1, f"Created pod: j-worker-{i}") for i in range(9)),
+        ("POST", 1, f"{AGGREGATED_PREFIX}Created pod: j-worker-9"),
+        ("PATCH", 2, f"{AGGREGATED_PREFIX}Created pod: j-worker-10"),
+        ("PATCH", 3, f"{AGGREGATED_PREFIX}Created pod: j-worker-11"),
+    ]
+    assert api.requests[-1][2]["lastTimestamp"] == "2026-03-01T12:00:11Z"
+
+
+def test_events_of_another_reason_or_object_are_not_combined_with_them() -> None:
+    similar, at = SimilarEvents(), datetime.now(UTC)
+    for i in range(9):
+        similar.combine(worker_created(i, at))
+    service = EventRecord(JOB, "Normal", "SuccessfulCreateService", "Created service: j-0", "c", at=at)
+    other_job = replace(
+        worker_created(9, at), involved={**JOB, "metadata": {**JOB["metadata"], "uid": "u-2"}}
+    )
+    assert similar.combine(service)[0] is service
+    assert similar.combine(other_job)[0] is other_job
+    assert similar.combine(worker_created(9, at))[0].message.startswith(AGGREGATED_PREFIX)
+
+
+def test_similar_events_are_counted_afresh_after_the_window() -> None:
+    similar, at = SimilarEvents(window_seconds=600), datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    for i in range(9):
+        similar.combine(worker_created(i, at))
+    late = worker_created(9, at + timedelta(seconds=700))
+    assert similar.combine(late)[0] is late
+
+
 def test_the_least_recently_seen_event_is_forgotten_first() -> None:
     recent, at = RecentEvents(capacity=2), datetime.now(UTC)
     for key in ("a", "b"):
-        recent.remember((key,), SentEvent("ns", key, 1, at))
+        recent.remember((key,), SentEvent("ns", key, 1, at, "m"))
     assert recent.repeat_of(("a",), at) is not None
-    recent.remember(("c",), SentEvent("ns", "c", 1, at))
+    recent.remember(("c",), SentEvent("ns", "c", 1, at, "m"))
     assert [recent.repeat_of((key,), at) is not None for key in ("a", "b", "c")] == [True, False, True]
