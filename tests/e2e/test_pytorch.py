@@ -75,9 +75,14 @@ def ddp_job(operator: RealCluster) -> Iterator[FinishedJob]:
         outcome = wait_until(
             f"{JOB} Succeeded or Failed", lambda: _outcome(operator, namespace), JOB_TIMEOUT_SECONDS
         )
-        pods = operator.api.get(
-            f"/api/v1/namespaces/{namespace}/pods", {"labelSelector": f"training.kubeflow.org/job-name={JOB}"}
-        )["items"]
+        selector = {"labelSelector": f"training.kubeflow.org/job-name={JOB}"}
+
+        def ended() -> list[dict[str, Any]] | None:
+            pods = operator.api.get(f"/api/v1/namespaces/{namespace}/pods", selector)["items"]
+            return pods if all(p["status"]["phase"] in ("Succeeded", "Failed") for p in pods) else None
+
+        # The job succeeds with its master; its workers' pods may still be ending at that moment.
+        pods = wait_until("every pod ended", ended, 60)
         yield FinishedJob(operator, namespace, outcome, {p["metadata"]["name"]: p for p in pods})
 
 
