@@ -131,6 +131,19 @@ def scratch_namespace(cluster: RealCluster, stem: str) -> Iterator[str]:
 TRAINJOBS = "/apis/trainer.kubeflow.org/v1alpha1"
 
 
+def job_pods_once_ended(api: KubeApi, namespace: str, job: str) -> dict[str, dict[str, Any]]:
+    """A v1 job's pods by name once each has ended: the job succeeds with its master, and its workers'
+    pods may still be ending at that moment (a warm CI run saw one Running on the other node)."""
+
+    def ended() -> dict[str, dict[str, Any]] | None:
+        selector = {"labelSelector": f"training.kubeflow.org/job-name={job}"}
+        pods = api.get(f"/api/v1/namespaces/{namespace}/pods", selector)["items"]
+        done = all(p["status"]["phase"] in ("Succeeded", "Failed") for p in pods)
+        return {p["metadata"]["name"]: p for p in pods} if pods and done else None
+
+    return dict(wait_until(f"every pod of {job} ended", ended, 60))
+
+
 def trainjob(api: KubeApi, namespace: str, name: str) -> dict[str, Any]:
     return dict(api.get(f"{TRAINJOBS}/namespaces/{namespace}/trainjobs/{name}"))
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from e2e.realpods import RealCluster, scratch_namespace, wait_until
+from e2e.realpods import RealCluster, job_pods_once_ended, scratch_namespace, wait_until
 from kubetrain.envtest import imagecache, realnode
 
 # The PyTorch image (4.4 GB) is imported into the node inside the first test's setup when the node did not
@@ -75,15 +75,7 @@ def ddp_job(operator: RealCluster) -> Iterator[FinishedJob]:
         outcome = wait_until(
             f"{JOB} Succeeded or Failed", lambda: _outcome(operator, namespace), JOB_TIMEOUT_SECONDS
         )
-        selector = {"labelSelector": f"training.kubeflow.org/job-name={JOB}"}
-
-        def ended() -> list[dict[str, Any]] | None:
-            pods = operator.api.get(f"/api/v1/namespaces/{namespace}/pods", selector)["items"]
-            return pods if all(p["status"]["phase"] in ("Succeeded", "Failed") for p in pods) else None
-
-        # The job succeeds with its master; its workers' pods may still be ending at that moment.
-        pods = wait_until("every pod ended", ended, 60)
-        yield FinishedJob(operator, namespace, outcome, {p["metadata"]["name"]: p for p in pods})
+        yield FinishedJob(operator, namespace, outcome, job_pods_once_ended(operator.api, namespace, JOB))
 
 
 def test_ddp_example_succeeds_as_a_master_and_two_workers_on_the_real_node(ddp_job: FinishedJob) -> None:

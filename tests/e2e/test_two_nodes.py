@@ -22,7 +22,15 @@ import psutil
 import pytest
 import yaml
 
-from e2e.realpods import GREETING_SERVER, RealCluster, pod, scratch_namespace, wait_for_phase, wait_until
+from e2e.realpods import (
+    GREETING_SERVER,
+    RealCluster,
+    job_pods_once_ended,
+    pod,
+    scratch_namespace,
+    wait_for_phase,
+    wait_until,
+)
 from kubetrain.envtest import controlplane, realnode
 from kubetrain.envtest.kubeapi import ApiError, KubeApi
 from operator_process import running_operator
@@ -241,11 +249,6 @@ def _job_pods(cluster: RealCluster, namespace: str) -> dict[str, dict[str, Any]]
     return {p["metadata"]["name"]: p for p in pods}
 
 
-def _all_succeeded(cluster: RealCluster, namespace: str) -> dict[str, dict[str, Any]] | None:
-    pods = _job_pods(cluster, namespace)
-    return pods if pods and all(p["status"]["phase"] == "Succeeded" for p in pods.values()) else None
-
-
 def _outcome(cluster: RealCluster, namespace: str) -> str | None:
     job = cluster.api.get(f"{PYTORCHJOBS.format(namespace=namespace)}/{JOB}")
     conditions = job.get("status", {}).get("conditions") or []
@@ -265,15 +268,14 @@ def test_ddp_example_trains_to_succeeded_with_its_ranks_on_two_nodes(
 
     outcome = wait_until(f"{JOB} done", lambda: _outcome(cluster, namespace), JOB_TIMEOUT_SECONDS)
     assert outcome == "Succeeded", _logs(cluster, namespace, f"{JOB}-master-0")
-    # The job succeeds with its master; a worker's pod may still be ending then (a warm CI run saw one
-    # Running at that moment): each must end Succeeded, however soon after.
-    pods = wait_until("every pod Succeeded", lambda: _all_succeeded(cluster, namespace), 60)
+    pods = job_pods_once_ended(cluster.api, namespace, JOB)
 
     assert pods[f"{JOB}-master-0"]["spec"]["nodeName"] == NODES[0].name
     assert {pods[f"{JOB}-worker-{i}"]["spec"]["nodeName"] for i in (0, 1)} == {node.name for node in NODES}
     assert "training finished" in _logs(cluster, namespace, f"{JOB}-master-0")
-    for name in pods:
+    for name, pod_ in pods.items():
         assert re.search(r"^rank \d/3 joined the process group", _logs(cluster, namespace, name), re.M)
+        assert pod_["status"]["phase"] == "Succeeded"
 
 
 def _print_pods(cluster: RealCluster, namespace: str) -> None:
