@@ -132,8 +132,10 @@ def _wait_for(predicate: Callable[[], bool], timeout: float = 30) -> None:
     raise AssertionError("timed out waiting")
 
 
-def test_ctrl_c_stops_every_replica_and_leaves_no_process_behind(tmp_path: Path, state_dir: Path) -> None:
-    job = python_job("interrupted", {"Master": (1, [SLEEP, "--spawn"]), "Worker": (2, [SLEEP])})
+def _start_sleepers(tmp_path: Path, state_dir: Path, name: str) -> tuple[subprocess.Popen[str], list[int]]:
+    """A running job of three sleeping replicas, the master with a child in its group and a grandchild
+    that left it (setsid); the runner and the five pids."""
+    job = python_job(name, {"Master": (1, [SLEEP, "--spawn"]), "Worker": (2, [SLEEP])})
     manifest = write_manifest(tmp_path, job)
     runner = subprocess.Popen(
         [KUBETRAIN, "run", str(manifest), "--state-dir", str(state_dir), "--grace-period", "5"],
@@ -142,8 +144,8 @@ def test_ctrl_c_stops_every_replica_and_leaves_no_process_behind(tmp_path: Path,
         stderr=subprocess.PIPE,
         text=True,
     )
-    log = state_dir / "interrupted" / "logs" / "master-0.log"
-    status_file = state_dir / "interrupted" / "status.json"
+    log = state_dir / name / "logs" / "master-0.log"
+    status_file = state_dir / name / "status.json"
 
     def replica_pids() -> list[int]:
         try:
@@ -157,16 +159,44 @@ def test_ctrl_c_stops_every_replica_and_leaves_no_process_behind(tmp_path: Path,
     pids = replica_pids() + spawned
     assert len(pids) == 5
     assert all(psutil.pid_exists(pid) for pid in pids)
+    return runner, pids
+
+
+def _alive(pids: list[int]) -> list[int]:
+    return [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
+
+
+def test_ctrl_c_stops_every_replica_and_leaves_no_process_behind(tmp_path: Path, state_dir: Path) -> None:
+    runner, pids = _start_sleepers(tmp_path, state_dir, "interrupted")
 
     runner.send_signal(signal.SIGINT)
     _, stderr = runner.communicate(timeout=30)
 
     assert runner.returncode == 130, stderr
-    survivors = [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
-    assert survivors == []
+    assert _alive(pids) == []
     record = json.loads((state_dir / "interrupted" / "status.json").read_text())
     assert record["interrupted"] is True
     assert all(r["pid"] is None for r in record["replicas"])
+
+
+def test_a_sigkilled_runner_leaves_no_process_once_its_reaper_runs(tmp_path: Path, state_dir: Path) -> None:
+    runner, pids = _start_sleepers(tmp_path, state_dir, "runner-killed")
+
+    runner.send_signal(signal.SIGKILL)
+    runner.communicate(timeout=10)
+
+    _wait_for(lambda: _alive(pids) == [])
+    status_file = state_dir / "runner-killed" / "status.json"
+    _wait_for(lambda: "LocalRunnerGone" in status_file.read_text())
+    described = subprocess.run(
+        [KUBETRAIN, "describe", "pytorchjob", "runner-killed", "--local", "--state-dir", str(state_dir)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "Running" not in described.partition("Pods:")[2].partition("Conditions:")[0]
+    gone = rf"the local runner \(pid {runner.pid}\) died before the job finished; stopped \d+ of its"
+    assert re.search(gone, described), described
 
 
 def test_replica_logs_are_whole_prefixed_lines(tmp_path: Path, state_dir: Path) -> None:

@@ -13,8 +13,9 @@ Nothing outlives a run:
 - the run removes containers as the engine deletes their pods, and when it is interrupted (Ctrl-C,
   SIGTERM) it removes every container and the network of the run;
 - a detached reaper (``python -m kubetrain.local.reaper``) waits for the runner's pid to die; if the
-  runner died without finishing (SIGKILL, a crash) it removes every container and the network of
-  the run. The runner stops it when it ends by itself;
+  runner died without finishing (SIGKILL, a crash) it stops the engine's client processes (SIGTERM,
+  which they pass to their containers), then removes every container and the network of the run.
+  The runner stops it when it ends by itself;
 - ``kubetrain run`` first removes whatever an earlier run of the same job left (containers kept by
   ``cleanPodPolicy: None``, or left by a reaper that could not run).
 """
@@ -30,7 +31,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
@@ -58,7 +58,9 @@ from kubetrain.local.container_run import (
 from kubetrain.local.gpus import assign_gpus
 from kubetrain.local.launch import main_container
 from kubetrain.local.logs import ReplicaLog
+from kubetrain.local.orphans import RUN_ID_ENV
 from kubetrain.local.process import InPlaceRestart, LaunchSpec, ReplicaProcess, kill_group
+from kubetrain.local.reaper import start_reaper, stop_reaper
 from kubetrain.local.runtime import Runtime
 from kubetrain.local.status_access import ReporterAccess, StatusAccess
 from kubetrain.local.substrate import (
@@ -441,28 +443,8 @@ class ContainerSubstrate:
         write_volume_files(containers)
 
     def _start_reaper(self) -> None:
-        self._reaper = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "kubetrain.local.reaper",
-                "--engine",
-                self.engine.binary,
-                "--run-id",
-                self.run_id,
-                "--network",
-                self.network,
-                "--pid",
-                str(os.getpid()),
-                "--status",
-                str(self._status_path),
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            # Its own session: a Ctrl-C in the terminal reaches kubetrain, not the reaper.
-            start_new_session=True,
-        )
+        assert self._status_path is not None
+        self._reaper = start_reaper(self.engine.binary, self.run_id, self._status_path, self.network)
 
     def status_access(self) -> StatusAccess:
         # The host's address on the job network: what the engine's host name is pointed at.
@@ -479,7 +461,8 @@ class ContainerSubstrate:
             index=key[1],
             prefix=run.replica,
             argv=tuple(replica_argv(self.engine.kind, self.engine.binary, run)),
-            env=dict(os.environ),
+            # The engine's client: the run's reaper stops it (and so its container) if the runner dies.
+            env={**os.environ, RUN_ID_ENV: self.run_id},
             cwd=self._engine_dir,
             restart=_in_place_restart(run.restart_policy),
             container=str(main.get("name") or ""),
@@ -504,9 +487,7 @@ class ContainerSubstrate:
             # Containers kept by cleanPodPolicy keep their network until the next run of the job.
             self.engine.remove_network(self.network)
         if self._reaper is not None:
-            self._reaper.terminate()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self._reaper.wait(5)
+            stop_reaper(self._reaper)
 
     def notes(self) -> list[str]:
         notes = [

@@ -21,7 +21,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -141,6 +141,22 @@ class RunRecord:
         if carried_trainjob(self.job) is None:
             return self.findings
         return [finding_as_trainjob(f, self.name) for f in self.findings]
+
+    def with_runner_gone(self, stopped: str) -> RunRecord:
+        """The record of a run whose runner died, once its reaper stopped what the runner left: no replica
+        shows as running any more, and a Warning event says what was stopped (``stopped``)."""
+        replicas = [
+            replace(r, pid=None, phase="Failed") if r.phase == "Running" else r for r in self.replicas
+        ]
+        message = f"the local runner (pid {self.runner_pid}) died before the job finished; stopped {stopped}"
+        event = {
+            "type": "Warning",
+            "reason": "LocalRunnerGone",
+            "message": message,
+            "count": 1,
+            "lastTimestamp": wire_time(time.time()),
+        }
+        return replace(self, replicas=replicas, events=[*self.events, event])
 
     def _stopped_condition(self) -> dict[str, str] | None:
         if self.stale:

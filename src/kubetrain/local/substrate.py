@@ -10,7 +10,9 @@ after the last. The process substrate lives here; the container one in ``contain
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -23,8 +25,10 @@ from kubetrain.frameworks.base import Framework
 from kubetrain.local.gpus import CUDA_VISIBLE_DEVICES, GpuRequest, assign_gpus, requested_gpus
 from kubetrain.local.launch import launch_spec, main_container, short_name
 from kubetrain.local.logs import ReplicaLog
+from kubetrain.local.orphans import RUN_ID_ENV
 from kubetrain.local.ports import allocate_addressing
 from kubetrain.local.process import LaunchSpec, ProcessState, ReplicaProcess
+from kubetrain.local.reaper import PROCESS_ENGINE, start_reaper, stop_reaper
 from kubetrain.local.state import RunDirectory
 from kubetrain.local.status_access import PROCESS_ACCESS, ReporterAccess, StatusAccess
 
@@ -118,11 +122,15 @@ class ProcessSubstrate:
         self.options = options
         self.specs: dict[ReplicaKey, LaunchSpec] = {}
         self._images: list[str] = []
+        self.run_id = uuid.uuid4().hex[:12]
+        self._status_path: Path | None = None
+        self._reaper: subprocess.Popen[bytes] | None = None
 
     def addressing(self, job: TrainingJob, keys: Iterable[ReplicaKey]) -> Addressing:
         return allocate_addressing(keys)
 
     def prepare(self, context: RunContext) -> None:
+        self._status_path = context.directory.status_path
         base_env = dict(os.environ if self.options.base_env is None else self.options.base_env)
         devices = self._assign_gpus(context)
         mounts = _config_mounts(context)
@@ -143,7 +151,8 @@ class ProcessSubstrate:
         return assign_gpus(requests, self.options.detect_gpus())
 
     async def open(self) -> None:
-        return None
+        assert self._status_path is not None
+        self._reaper = start_reaper(PROCESS_ENGINE, self.run_id, self._status_path)
 
     def status_access(self) -> StatusAccess:
         return PROCESS_ACCESS
@@ -153,10 +162,12 @@ class ProcessSubstrate:
     ) -> Replica:
         # After the container's env, as the operator appends what it injects.
         spec = self.specs[key]
-        return ReplicaProcess(replace(spec, env={**spec.env, **reporting.host_env()}), log, on_change)
+        env = {**spec.env, **reporting.host_env(), RUN_ID_ENV: self.run_id}
+        return ReplicaProcess(replace(spec, env=env), log, on_change)
 
     async def close(self, *, interrupted: bool) -> None:
-        return None
+        if self._reaper is not None:
+            stop_reaper(self._reaper)
 
     def notes(self) -> list[str]:
         if not self._images:

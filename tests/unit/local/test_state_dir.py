@@ -124,3 +124,16 @@ def test_the_progress_history_is_kept_in_the_record_and_a_record_without_one_rea
     assert RunRecord.from_json(data).progress_history == {}
     data["progress_history"] = ["not", "a", "history"]
     assert RunRecord.from_json(data).progress_history == {}
+
+
+def test_a_run_whose_runner_died_shows_no_replica_running_once_reaped_and_says_what_was_stopped() -> None:
+    reaped = record(4242, 0.0).with_runner_gone("3 of its processes")
+    assert [(r.phase, r.pid) for r in reaped.replicas] == [("Failed", None)]
+    assert [(e["type"], e["reason"], e["message"]) for e in reaped.events] == [
+        (
+            "Warning",
+            "LocalRunnerGone",
+            "the local runner (pid 4242) died before the job finished; stopped 3 of its processes",
+        )
+    ]
+    assert reaped.stale, "still the record of a run nobody finished"
