@@ -188,6 +188,7 @@ def test_a_sigkilled_runner_leaves_no_process_once_its_reaper_runs(tmp_path: Pat
     _wait_for(lambda: _alive(pids) == [])
     status_file = state_dir / "runner-killed" / "status.json"
     _wait_for(lambda: "LocalRunnerGone" in status_file.read_text())
+    assert json.loads(status_file.read_text())["grace_period"] == 5, "the reaper gave them --grace-period"
     described = subprocess.run(
         [KUBETRAIN, "describe", "pytorchjob", "runner-killed", "--local", "--state-dir", str(state_dir)],
         capture_output=True,

@@ -2,17 +2,16 @@
 
 Every ``kubetrain run`` starts this detached, in a session of its own, before the first replica. It
 polls the runner's pid; when the runner has died without recording a finished run (SIGKILL, a crash,
-the machine's OOM killer), it stops every process of the run (``orphans.RUN_ID_ENV``: SIGTERM, a grace
-period, SIGKILL), and for a container run removes every container labelled with the run's id and the
-run's network; then it marks the run's record so that no replica shows as running, and exits. A runner
-that ends by itself stops the reaper first.
+the machine's OOM killer), it stops every process of the run (``orphans.RUN_ID_ENV``: SIGTERM, the
+longest grace period of its replicas, SIGKILL), and for a container run removes every container
+labelled with the run's id and the run's network; then it marks the run's record so that no replica
+shows as running, and exits. A runner that ends by itself stops the reaper first.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import subprocess
 import sys
@@ -23,14 +22,11 @@ import psutil
 
 from kubetrain.local import orphans
 from kubetrain.local.container_run import RUN_ID_LABEL
-from kubetrain.local.state import RunDirectory
+from kubetrain.local.state import DEFAULT_GRACE_PERIOD, RunDirectory
 
 POLL = 0.5
 PROCESS_ENGINE = "process"
 """``--engine`` for a run of processes on this host: nothing but its processes to stop."""
-GRACE_PERIOD = 10.0
-"""Seconds between SIGTERM and SIGKILL for the processes of a run whose runner died: time to write a
-checkpoint's last bytes, no more, since the replicas have lost their supervisor and their logs."""
 
 
 def start_reaper(engine: str, run_id: str, status: Path, network: str = "") -> subprocess.Popen[bytes]:
@@ -73,13 +69,6 @@ def runner_alive(pid: int, started_at: float) -> bool:
         return False
 
 
-def finished(status: Path) -> bool:
-    try:
-        return bool(json.loads(status.read_text(encoding="utf-8")).get("finished"))
-    except (OSError, ValueError):
-        return False
-
-
 def reap_containers(engine: str, run_id: str, network: str) -> int:
     """Remove the run's containers and network; how many containers there were."""
     listed = subprocess.run(
@@ -95,21 +84,21 @@ def reap_containers(engine: str, run_id: str, network: str) -> int:
     return len(containers)
 
 
-def mark_runner_gone(status: Path, stopped: str) -> None:
-    directory = RunDirectory(status.parent.parent, status.parent.name)
-    with contextlib.suppress(OSError, ValueError, KeyError):
-        record = directory.read()
-        if record is not None and not record.finished:
-            directory.write(record.with_runner_gone(stopped))
-
-
 def reap(engine: str, run_id: str, network: str, status: Path) -> None:
+    directory = RunDirectory(status.parent.parent, status.parent.name)
+    record = None
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        record = directory.read()
+    if record is not None and record.finished:
+        return
     processes = orphans.processes_of_run(run_id)
-    orphans.stop_processes(processes, GRACE_PERIOD)
+    orphans.stop_processes(processes, record.grace_period if record is not None else DEFAULT_GRACE_PERIOD)
     stopped = f"{len(processes)} of its processes"
     if engine != PROCESS_ENGINE:
         stopped += f" and removed {reap_containers(engine, run_id, network)} of its containers"
-    mark_runner_gone(status, stopped)
+    if record is not None:
+        with contextlib.suppress(OSError):
+            directory.write(record.with_runner_gone(stopped))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -126,8 +115,7 @@ def main(argv: list[str] | None = None) -> None:
         started_at = 0.0
     while runner_alive(options.pid, started_at):
         time.sleep(POLL)
-    if not finished(options.status):
-        reap(options.engine, options.run_id, options.network, options.status)
+    reap(options.engine, options.run_id, options.network, options.status)
 
 
 if __name__ == "__main__":

@@ -50,7 +50,7 @@ from kubetrain.local.display import ConditionView, Display, Snapshot, make_displ
 from kubetrain.local.gpus import detect_gpus
 from kubetrain.local.launch import short_name
 from kubetrain.local.logs import ReplicaLog
-from kubetrain.local.state import ReplicaRecord, RunDirectory, RunRecord, wire_time
+from kubetrain.local.state import DEFAULT_GRACE_PERIOD, ReplicaRecord, RunDirectory, RunRecord, wire_time
 from kubetrain.local.status_endpoint import RunStatusEndpoint
 from kubetrain.local.substrate import (
     ProcessOptions,
@@ -85,7 +85,7 @@ class Outcome(StrEnum):
 class RunOptions:
     state_dir: Path
     cwd: Path = field(default_factory=Path.cwd)
-    grace_period: float = 30.0
+    grace_period: float = DEFAULT_GRACE_PERIOD
     """Seconds between SIGTERM and SIGKILL for a replica whose template sets no
     ``terminationGracePeriodSeconds`` (a pod's default)."""
     quiet: bool = False
@@ -412,6 +412,7 @@ class LocalRun:
                 ],
                 progress_history=self.history.to_json(),
                 failures=None if self.failures is None else self.failures.to_json(),
+                grace_period=max((self._grace_period(key) for key in self.plans), default=0.0),
             )
         )
 

@@ -36,6 +36,8 @@ from kubetrain.local.trainjob_record import (
 
 STATE_DIR_ENV = "KUBETRAIN_STATE_DIR"
 STATUS_FILE = "status.json"
+DEFAULT_GRACE_PERIOD = 30.0
+"""A pod's default ``terminationGracePeriodSeconds``."""
 
 
 def default_state_dir(environ: Mapping[str, str] | None = None) -> Path:
@@ -84,6 +86,10 @@ class RunRecord:
     failures: dict[str, Any] | None = None
     """Which replica failed first, and how, and each failed replica's latest failure
     (``engine.failures.FailureRecord.to_json``); None while no replica failed."""
+    grace_period: float = DEFAULT_GRACE_PERIOD
+    """The longest time a replica of the run is given between SIGTERM and SIGKILL (its template's
+    ``terminationGracePeriodSeconds``, or ``--grace-period``): what the reaper gives the processes of a run
+    whose runner died."""
 
     @property
     def name(self) -> str:
@@ -188,6 +194,7 @@ class RunRecord:
             findings=list(data.get("findings", [])),
             progress_history=_mapping(data.get("progress_history")),
             failures=_mapping(data["failures"]) if isinstance(data.get("failures"), Mapping) else None,
+            grace_period=float(data.get("grace_period", DEFAULT_GRACE_PERIOD)),
         )
 
 
