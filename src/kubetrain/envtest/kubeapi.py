@@ -30,6 +30,11 @@ WEBHOOK_TRANSPORT_FAILURES = ("write: broken pipe", "connection reset by peer", 
 closed (a CI run failed a TrainingRuntime's create on the first). Admission fails before anything is stored,
 so the write is sent again."""
 WRITE_ATTEMPTS = 3
+READ_ATTEMPTS = 3
+"""A GET is sent again when the server closed its kept-alive connection as the request went out
+(``Server disconnected without sending a response``, ``connection reset``): a CI run lost a conformance
+module's every case to one such read, on a connection that had carried 1,468 requests. Reads change
+nothing, so sending one again is safe; writes are not retried for this (the server may have acted)."""
 POOL_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=None)
 """No surplus of kept-alive connections for the pool to close. httpcore 1.0.9 counts every connection as idle
 when it looks for a surplus over ``max_keepalive_connections`` (20 by default), and closes an idle one even
@@ -156,7 +161,14 @@ class KubeApi:
         self.close()
 
     def get(self, path: str, params: Mapping[str, str] | None = None) -> KubeObject:
-        return self._json(self._http.get(path, params=params))
+        attempt = 1
+        while True:
+            try:
+                return self._json(self._http.get(path, params=params))
+            except (httpx.RemoteProtocolError, httpx.ReadError):
+                if attempt == READ_ATTEMPTS:
+                    raise
+                attempt += 1
 
     def create(self, path: str, body: Mapping[str, Any]) -> KubeObject:
         return self._write("POST", path, json.dumps(body), "application/json")

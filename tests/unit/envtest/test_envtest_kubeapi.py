@@ -1,5 +1,5 @@
 """Kubeconfigs resolve to a server, a CA and credentials; unsupported users are named in the error. Writes
-survive a webhook call the API server lost on a closed connection."""
+survive a webhook call the API server lost on a closed connection; reads, a connection closed unanswered."""
 
 from __future__ import annotations
 
@@ -95,3 +95,42 @@ def test_a_webhook_call_lost_every_time_fails_the_write_after_three_attempts() -
     with pytest.raises(ApiError, match="broken pipe"):
         api.replace("/apis/x/v1/namespaces/n/things/rt", {"spec": {}})
     assert len(sent) == 3
+
+
+def api_disconnecting(times: int, sent: list[httpx.Request]) -> KubeApi:
+    """An API server that closes the connection without an answer ``times`` times, then answers."""
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        if len(sent) <= times:
+            raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
+        return httpx.Response(200, json={"metadata": {"name": "pi"}})
+
+    connection = Connection(server="https://127.0.0.1:6443", verify=False, headers={})
+    return KubeApi(connection, transport=httpx.MockTransport(answer))
+
+
+def test_a_read_the_server_disconnected_without_answering_is_sent_again() -> None:
+    sent: list[httpx.Request] = []
+    api = api_disconnecting(1, sent)
+
+    assert api.get("/apis/kubeflow.org/v2beta1/namespaces/n/mpijobs/pi") == {"metadata": {"name": "pi"}}
+    assert len(sent) == 2
+
+
+def test_a_read_disconnected_every_time_fails_after_three_attempts() -> None:
+    sent: list[httpx.Request] = []
+    api = api_disconnecting(3, sent)
+
+    with pytest.raises(httpx.RemoteProtocolError):
+        api.get("/apis/kubeflow.org/v2beta1/namespaces/n/mpijobs/pi")
+    assert len(sent) == 3
+
+
+def test_a_write_the_server_disconnected_without_answering_is_not_sent_again() -> None:
+    sent: list[httpx.Request] = []
+    api = api_disconnecting(1, sent)
+
+    with pytest.raises(httpx.RemoteProtocolError):
+        api.create("/apis/kubeflow.org/v2beta1/namespaces/n/mpijobs", {"metadata": {"name": "pi"}})
+    assert len(sent) == 1
