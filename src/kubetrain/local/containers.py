@@ -427,7 +427,8 @@ class ContainerSubstrate:
         self.engine.remove(*self.engine.labelled(JOB_LABEL, self.job_name))
         self.engine.remove_network(self.network)
         if self.use_reaper:
-            self._start_reaper()
+            assert self._status_path is not None
+            self._reaper = start_reaper(self.engine.binary, self.run_id, self._status_path, self.network)
         self.engine.create_network(self.network, self.labels())
         gateway = self.engine.network_gateway(self.network)
         if gateway is None:
@@ -441,10 +442,6 @@ class ContainerSubstrate:
             shutil.rmtree(directory, ignore_errors=True)
             Path(directory).mkdir(parents=True)
         write_volume_files(containers)
-
-    def _start_reaper(self) -> None:
-        assert self._status_path is not None
-        self._reaper = start_reaper(self.engine.binary, self.run_id, self._status_path, self.network)
 
     def status_access(self) -> StatusAccess:
         # The host's address on the job network: what the engine's host name is pointed at.

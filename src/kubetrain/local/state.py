@@ -150,10 +150,16 @@ class RunRecord:
 
     def with_runner_gone(self, stopped: str) -> RunRecord:
         """The record of a run whose runner died, once its reaper stopped what the runner left: no replica
-        shows as running any more, and a Warning event says what was stopped (``stopped``)."""
+        shows as running or active any more (the stopped ones count as failed), and a Warning event says what
+        was stopped (``stopped``)."""
         replicas = [
             replace(r, pid=None, phase="Failed") if r.phase == "Running" else r for r in self.replicas
         ]
+        status = dict(self.job.get("status") or {})
+        status["replicaStatuses"] = {
+            replica_type: {**counts, "active": 0, "failed": counts.get("failed", 0) + counts.get("active", 0)}
+            for replica_type, counts in (status.get("replicaStatuses") or {}).items()
+        }
         message = f"the local runner (pid {self.runner_pid}) died before the job finished; stopped {stopped}"
         event = {
             "type": "Warning",
@@ -162,7 +168,8 @@ class RunRecord:
             "count": 1,
             "lastTimestamp": wire_time(time.time()),
         }
-        return replace(self, replicas=replicas, events=[*self.events, event])
+        job = {**self.job, "status": status}
+        return replace(self, job=job, replicas=replicas, events=[*self.events, event])
 
     def _stopped_condition(self) -> dict[str, str] | None:
         if self.stale:

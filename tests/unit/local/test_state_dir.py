@@ -137,3 +137,10 @@ def test_a_run_whose_runner_died_shows_no_replica_running_once_reaped_and_says_w
         )
     ]
     assert reaped.stale, "still the record of a run nobody finished"
+
+
+def test_a_reaped_runs_stopped_replicas_count_as_failed_not_active() -> None:
+    running = record(4242, 0.0)
+    running.job["status"]["replicaStatuses"] = {"Worker": {"active": 2, "failed": 1}}
+    reaped = running.with_runner_gone("2 of its processes")
+    assert reaped.job["status"]["replicaStatuses"] == {"Worker": {"active": 0, "failed": 3}}
