@@ -220,11 +220,13 @@ TOTALS = Totals()
 OUTCOMES: dict[tuple[str, str], Outcome] = {}
 """(side, case) → what that side made of the case, this session."""
 RUN_SECONDS: dict[tuple[str, str], float] = {}
+"""(side, case) → how long that side took to run the case: the summary names the slowest."""
+SLOWEST_SHOWN = 8
+RUN_AGAIN: list[str] = []
+"""Each case run a second time after waiting out an await, with its side and what it waited for."""
 OPERATOR_LOGS: dict[tuple[str, str], Path] = {}
 """(side, case) → the log of the operator that ran it: a failing case quotes what it said about the job."""
 LOG_LINES_QUOTED = 25
-"""(side, case) → how long that side took to run the case: the summary names the slowest."""
-SLOWEST_SHOWN = 8
 
 
 def load_allow_list() -> AllowList:
@@ -241,6 +243,7 @@ def summary(allow_list: AllowList) -> list[str]:
         f"{TOTALS.allowed} differences allowed, {TOTALS.remaining} not",
         "slowest runs: "
         + ", ".join(f"{case} under {side} {seconds:.0f} s" for (side, case), seconds in slowest),
+        "run again after waiting out an await: " + (", ".join(RUN_AGAIN) or "none"),
     ]
 
 
@@ -314,15 +317,21 @@ def running(cluster: Cluster, phase: Phase) -> Iterator[tuple[str, Running, Path
 def run_phase(cluster: Cluster, phase: Phase, cases: Sequence[Case]) -> dict[str, Outcome]:
     """Every case not yet run on this side, run under the phase's operator; all of them returned.
 
-    A peer's case that waited out an await (its job never got the condition, or its TTL never deleted it) is
-    run once more under a fresh operator and namespace: a peer that wedges says nothing about kubetrain
-    (the mpi-operator's side of ``mpi-ttl`` once saw its launcher Job never complete, in two CI runs in a
-    row, where it had finished in seconds in every run before). The second run's outcome is the one compared.
+    A case that waited out an await on either side (its job never got the condition, or its TTL never
+    deleted it) is run once more under a fresh operator and namespace, and the summary names it: the
+    mpi-operator's side of ``mpi-ttl`` once saw its launcher Job never complete, in two CI runs in a row, and
+    a cold CI run at load 26 saw kubetrain's launcher Job of the same case wait out its await, where both had
+    finished in seconds in every run before. The second run's outcome is the one compared, so a case that
+    wedges twice still fails.
     """
     todo = [case for case in cases if (phase.side, case.name) not in OUTCOMES]
     if todo:
         _run_cases(cluster, phase, todo)
-    again = [case for case in todo if phase.is_peer and OUTCOMES[(phase.side, case.name)].waited_out]
+    again = [case for case in todo if OUTCOMES[(phase.side, case.name)].waited_out]
+    for case in again:
+        RUN_AGAIN.append(
+            f"{case.name} under {phase.side} ({'; '.join(OUTCOMES[(phase.side, case.name)].waited_out)})"
+        )
     if again:
         _run_cases(cluster, phase, again)
     return {case.name: OUTCOMES[(phase.side, case.name)] for case in cases}
