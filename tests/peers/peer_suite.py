@@ -320,7 +320,7 @@ def run_phase(cluster: Cluster, phase: Phase, cases: Sequence[Case]) -> dict[str
     A case that waited out an await on either side (its job never got the condition, or its TTL never
     deleted it) is run once more under a fresh operator and namespace, and the summary names it: the
     mpi-operator's side of ``mpi-ttl`` once saw its launcher Job never complete, in two CI runs in a row, and
-    a cold CI run at load 26 saw kubetrain's launcher Job of the same case wait out its await, where both had
+    a warm CI run saw kubetrain's launcher Job of the same case wait out its await, where both had
     finished in seconds in every run before. The second run's outcome is the one compared, so a case that
     wedges twice still fails.
     """
