@@ -63,6 +63,7 @@ from kubetrain.envtest.crds import install_crd_files
 from kubetrain.envtest.gotool import GoTool, GoToolError, required_version
 from kubetrain.envtest.kubeapi import ApiError, KubeApi, KubeObject
 from kubetrain.envtest.pki import generate_pki, issue_serving_certificate
+from kubetrain.envtest.private_mounts import in_private_mounts
 
 CHECKOUT = Path(__file__).resolve().parents[3]
 TOOLS = CHECKOUT / "tools"
@@ -504,10 +505,6 @@ tokens against) and Trainer its own namespace; constants of v2.3.0, as ``CERT_DI
 certificate."""
 TRAINER_STATUS_PORT = 10443
 """The status server's port as the release configures it; it appears in the URL given to every pod."""
-PRIVATE_MOUNTS = (
-    'mount --bind "$KUBETRAIN_SERVICE_ACCOUNT" {sa} && mount --bind "$KUBETRAIN_STATUS_CERTS" {certs}'
-    ' && exec "$@"'
-)
 
 
 def _service_account_token(api: KubeApi) -> str:
@@ -524,26 +521,18 @@ def _service_account_token(api: KubeApi) -> str:
     return str(api.create(f"{accounts}/{TRAINER_SERVICE}/token", request)["status"]["token"])
 
 
-def _in_private_mounts(
-    command: list[str], service_account: Path, certificates: Path
-) -> tuple[list[str], dict[str, str]]:
+def _in_private_mounts(command: list[str], service_account: Path, certificates: Path) -> list[str]:
     """``command`` run in a mount namespace of its own where ``service_account`` is the ServiceAccount
     directory a pod has and ``certificates`` the status server's certificate directory: the paths are
-    constants of Trainer, and binding them there leaves the machine's (and other peers') alone. Needs root."""
+    constants of Trainer, and binding them there leaves the machine's (and other peers') alone; where they
+    are missing, they are made in that namespace only (``envtest.private_mounts``). Needs root."""
     if os.geteuid() != 0:
         raise PeerError(
             "Trainer's status server (the TrainJobStatus gate) reads a ServiceAccount token and a "
             f"certificate from fixed paths ({SERVICE_ACCOUNT_DIR}, {CERT_DIR}), bound into a mount namespace "
             "of its own, which needs root; start it with feature_gates={} (the release's defaults) instead"
         )
-    for mount_point in (SERVICE_ACCOUNT_DIR, CERT_DIR):
-        mount_point.mkdir(parents=True, exist_ok=True)  # empty on the host; bound in the namespace only
-    script = PRIVATE_MOUNTS.format(sa=SERVICE_ACCOUNT_DIR, certs=CERT_DIR)
-    wrapped = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, "sh", *command]
-    return wrapped, {
-        "KUBETRAIN_SERVICE_ACCOUNT": str(service_account),
-        "KUBETRAIN_STATUS_CERTS": str(certificates),
-    }
+    return in_private_mounts(command, {SERVICE_ACCOUNT_DIR: service_account, CERT_DIR: certificates})
 
 
 def _hold_port(port: int, timeout: float) -> IO[str]:
@@ -638,8 +627,7 @@ def start_trainer(
         service_account.mkdir(parents=True, exist_ok=True)
         (service_account / "token").write_text(_service_account_token(api))
         (service_account / "namespace").write_text(TRAINER_NAMESPACE)
-        command, mounts = _in_private_mounts(command, service_account, certificates)
-        env.update(mounts)
+        command = _in_private_mounts(command, service_account, certificates)
         held.append(_hold_port(TRAINER_STATUS_PORT, lock_timeout))
     with log_path.open("wb") as log:
         popen = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
