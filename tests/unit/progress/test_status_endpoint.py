@@ -32,6 +32,7 @@ from kubetrain.progress.server import (
     serve,
     status_application,
 )
+from waiting import PATIENCE
 
 Client = TestClient[web.Request, web.Application]
 PATH = "/apis/kubeflow.org/v1/namespaces/team-a/pytorchjobs/mnist/status"
@@ -360,7 +361,9 @@ async def test_the_endpoint_serves_tls_that_a_client_trusting_only_its_ca_accept
         request = urllib.request.Request(
             f"https://127.0.0.1:{port}{PATH}", data=json.dumps(REPORT).encode(), headers=GOOD, method="POST"
         )
-        answer = await asyncio.to_thread(urllib.request.urlopen, request, context=client_context, timeout=10)
+        answer = await asyncio.to_thread(
+            urllib.request.urlopen, request, context=client_context, timeout=PATIENCE
+        )
         assert answer.status == 200
     finally:
         await runner.cleanup()

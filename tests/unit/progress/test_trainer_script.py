@@ -15,6 +15,7 @@ import pytest
 from kubetrain.api.progress import StatusRoute, StatusRoutes, StatusTarget, TrainerStatus
 from kubetrain.progress import credentials
 from kubetrain.progress.server import RefusedError, Reporter, serve, status_application
+from waiting import PATIENCE
 
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "tests" / "upstream" / "trainer" / "status_update.py"
@@ -86,7 +87,7 @@ async def test_the_script_unchanged_is_answered_200_and_its_report_kept(tmp_path
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
         )
-        stdout, stderr = await asyncio.wait_for(script.communicate(), 30)
+        stdout, stderr = await asyncio.wait_for(script.communicate(), PATIENCE)
     finally:
         await runner.cleanup()
     assert script.returncode == 0, stderr.decode()
