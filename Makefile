@@ -48,6 +48,7 @@ lint: $(EXAMPLES_STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/python tools/lint/timed_assertions.py tests
 
 test-unit: $(STAMP)
 	$(PYTEST) tests/unit -q
