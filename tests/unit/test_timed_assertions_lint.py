@@ -221,3 +221,14 @@ def test_the_command_passes_a_tree_without_timed_assertions(
 
     assert timed_assertions.main([str(tmp_path)]) == 0
     assert capsys.readouterr().out == ""
+
+
+def test_the_command_fails_on_a_file_it_cannot_parse_and_says_where(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "test_broken.py").write_text("def test_half_written(:\n")
+
+    assert timed_assertions.main([str(tmp_path)]) == 1
+    assert capsys.readouterr().out.startswith(
+        f"{tmp_path / 'test_broken.py'}:1: not checked, it does not parse"
+    )

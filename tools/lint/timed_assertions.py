@@ -241,13 +241,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("paths", nargs="+", type=Path, help="files, or directories to search for *.py")
     arguments = parser.parse_args(argv)
     findings: list[Finding] = []
+    unparsed: list[str] = []
     for path in python_files(arguments.paths):
-        findings += check_source(path.read_text(encoding="utf-8"), str(path))
-    for finding in findings:
-        print(finding)
+        try:
+            findings += check_source(path.read_text(encoding="utf-8"), str(path))
+        except SyntaxError as error:
+            # What does not parse cannot be vouched for; ruff names the error as well.
+            unparsed.append(f"{path}:{error.lineno}: not checked, it does not parse ({error.msg})")
+    for line in [*map(str, findings), *unparsed]:
+        print(line)
     if findings:
         print(f"{len(findings)} timed assertion(s)")
-    return 1 if findings else 0
+    return 1 if findings or unparsed else 0
 
 
 if __name__ == "__main__":
