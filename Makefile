@@ -278,19 +278,25 @@ podman: image-tools
 	[ "$$(id -u)" != 0 ] || $(APT_LOCK) sh tools/containers/setup.sh
 
 # Replicas in containers (tests/containers): the images the tests run are built first (each skipped when its
-# recipe is unchanged), and copied into docker's storage where docker runs (`make docker`, a prerequisite);
-# where an engine cannot run them, its tests are skipped with the reason.
+# recipe is unchanged), and copied into docker's storage where docker runs (installed and started as `make
+# docker` does); where an engine cannot run them, its tests are skipped with the reason. Afterwards, passed or
+# failed, tools/containers/leftovers.py stops the dockerd the tier started (none that ran before it) and
+# removes the firewall chains, bridges and aardvark-dns the engines left since its record.
 CONTAINER_TEST_IMAGES = localhost/kubetrain/python:3.11-bookworm localhost/kubetrain/pytorch:2.13.0 \
 	localhost/kubetrain/xgboost:3.2.0 localhost/kubetrain/mpi:openmpi-mpi4py4.1.2
-test-containers: $(STAMP) podman docker
+CONTAINERS_STATE := .state/containers
+test-containers: $(STAMP) podman
 	[ "$$(id -u)" != 0 ] || $(PYTHON) tools/images/build.py python pytorch xgboost mpi
-	! docker info >/dev/null 2>&1 || sh tools/containers/docker-load.sh $(CONTAINER_TEST_IMAGES)
-	$(PYTEST) tests/containers -q -rs
+	$(PYTHON) tools/containers/leftovers.py record $(CONTAINERS_STATE)
+	trap '$(PYTHON) tools/containers/leftovers.py clean $(CONTAINERS_STATE)' EXIT; trap 'exit 130' INT TERM HUP; \
+	{ [ "$$(id -u)" != 0 ] || $(APT_LOCK) sh tools/containers/docker-setup.sh $(CONTAINERS_STATE)/dockerd.pid; } \
+	&& { ! docker info >/dev/null 2>&1 || sh tools/containers/docker-load.sh $(CONTAINER_TEST_IMAGES); } \
+	&& $(PYTEST) tests/containers -q -rs
 
 # Docker for `kubetrain run --runtime docker` (tools/containers/docker-setup.sh): Debian's docker.io and a
 # daemon with "iptables": false, so it leaves the host's FORWARD policy and chains (a real node's bridge,
-# podman's networks) alone. The containers tier installs and starts it as root (the daemon keeps running after
-# the tier); elsewhere the tier's docker half is skipped, saying so.
+# podman's networks) alone. The containers tier installs and starts it as root and stops it after the tier;
+# elsewhere the tier's docker half is skipped, saying so. A daemon this target starts keeps running.
 docker:
 	[ "$$(id -u)" != 0 ] || $(APT_LOCK) sh tools/containers/docker-setup.sh
 

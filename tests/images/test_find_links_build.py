@@ -14,7 +14,8 @@ from image_recipes import images, podman_problem
 pytestmark = pytest.mark.timeout(900)
 
 PROBE_WHEEL = "kt_probe-1.0-py3-none-any.whl"
-PODMAN_RUN = ["podman", "run", "--rm", *images.PODMAN_RUN_FLAGS]
+# No network: the probe needs none, and on podman's default one netavark would leave its firewall chains.
+PODMAN_RUN = ["podman", "run", "--rm", "--network", "none", *images.PODMAN_RUN_FLAGS]
 
 
 def write_probe_wheel(directory: Path) -> None:

@@ -8,7 +8,10 @@
 # refused (policy-rc.d), so its init script cannot start a daemon with the defaults first. What that
 # costs: no NAT and no published ports (the job's containers talk over their network; nothing needs
 # either). The daemon is started here, detached, when none answers; its log is /var/log/kubetrain-dockerd.log.
+# Usage: docker-setup.sh [PID_FILE]: given PID_FILE, the pid of a daemon started here is written there, so that
+# whoever asked (the containers tier: tools/containers/leftovers.py clean) stops it, and only it, afterwards.
 set -eu
+pid_file=${1:-}
 here=$(dirname "$0")
 mkdir -p /etc/docker
 if ! cmp -s "$here/daemon.json" /etc/docker/daemon.json; then
@@ -27,6 +30,10 @@ if ! command -v dockerd >/dev/null 2>&1; then
 fi
 if ! docker info >/dev/null 2>&1; then
     nohup dockerd >>/var/log/kubetrain-dockerd.log 2>&1 </dev/null &
+    if [ -n "$pid_file" ]; then
+        mkdir -p "$(dirname "$pid_file")"
+        echo $! > "$pid_file"
+    fi
     tries=0
     until docker info >/dev/null 2>&1; do
         tries=$((tries + 1))
