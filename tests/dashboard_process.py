@@ -16,6 +16,8 @@ from typing import Any
 
 import psutil
 
+from waiting import PATIENCE
+
 KUBETRAIN = Path(sys.executable).parent / "kubetrain"
 CRDS = Path(__file__).resolve().parents[1] / "manifests" / "crds"
 URL = re.compile(r"at (http://\S+/) \(Ctrl-C stops it\)")
@@ -30,7 +32,7 @@ class RunningDashboard:
     def output(self) -> str:
         return self.log.read_text(errors="replace")
 
-    def stop(self, timeout: float = 15.0) -> int:
+    def stop(self, timeout: float = PATIENCE) -> int:
         """Ctrl-C; the exit status. Everything the dashboard started ends with it."""
         children = psutil.Process(self.process.pid).children(recursive=True)
         self.process.send_signal(signal.SIGINT)
@@ -40,7 +42,7 @@ class RunningDashboard:
             self.process.kill()
             self.process.wait(5)
             raise AssertionError(f"the dashboard did not stop within {timeout}s of Ctrl-C") from None
-        _, alive = psutil.wait_procs(children, timeout=5)
+        _, alive = psutil.wait_procs(children, timeout=PATIENCE)
         assert not alive, f"left running after Ctrl-C: {alive}"
         return code
 
@@ -54,7 +56,7 @@ def running_dashboard(
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd)
     dashboard = RunningDashboard("", process, log)
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + PATIENCE
         while not (found := URL.search(dashboard.output())):
             if process.poll() is not None or time.monotonic() > deadline:
                 raise AssertionError(f"the dashboard did not start:\n{dashboard.output()}")

@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from waiting import PATIENCE
+
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = ROOT / ".venv" / "bin"
 SH_BLOCK = re.compile(r"^```sh\n(.*?)^```$", re.MULTILINE | re.DOTALL)
@@ -131,7 +133,7 @@ def console_output(block: ConsoleBlock, env: Mapping[str, str]) -> BlockRun:
         env=dict(env),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=PATIENCE,
         check=False,
     )
     output = result.stdout if result.returncode == 0 else result.stdout + result.stderr

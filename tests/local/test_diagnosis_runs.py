@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ import pytest
 from builders import cli_runner
 from kubetrain.cli.main import app
 from local.local_run import KUBETRAIN, REPO, SCRIPTS, kubetrain_run, python_job, write_manifest
+from waiting import PATIENCE, eventually
 
 pytestmark = pytest.mark.local
 
@@ -82,11 +82,11 @@ def test_a_job_silent_past_its_progress_deadline_is_diagnosed_as_stalled_and_sai
         text=True,
     )
     try:
-        findings = _wait_for_findings(state_dir / "quiet" / "status.json", timeout=60)
+        findings = _wait_for_findings(state_dir / "quiet" / "status.json")
         text = describe(state_dir, "quiet")
     finally:
         runner.send_signal(signal.SIGTERM)
-        _, stderr = runner.communicate(timeout=60)
+        _, stderr = runner.communicate(timeout=PATIENCE)
 
     [finding] = findings
     assert finding["reason"] == "ProgressDeadlineExceeded"
@@ -97,15 +97,12 @@ def test_a_job_silent_past_its_progress_deadline_is_diagnosed_as_stalled_and_sai
     assert stderr.count("Warning ProgressDeadlineExceeded: ") == 1, stderr
 
 
-def _wait_for_findings(status: Path, timeout: float) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if status.exists():
-            try:
-                found: list[dict[str, Any]] = json.loads(status.read_text())["findings"]
-            except (ValueError, KeyError):
-                found = []
-            if found:
-                return found
-        time.sleep(0.2)
-    raise AssertionError(f"no finding in {status} within {timeout:.0f} s")
+def _wait_for_findings(status: Path) -> list[dict[str, Any]]:
+    def findings() -> list[dict[str, Any]]:
+        try:
+            found: list[dict[str, Any]] = json.loads(status.read_text())["findings"]
+        except (OSError, ValueError, KeyError):
+            return []  # not written yet, or caught mid-write
+        return found
+
+    return eventually(findings, f"a finding in {status}")

@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from local.local_run import KUBETRAIN, REPO, Run, kubetrain_run, write_manifest
+from waiting import PATIENCE
 
 pytestmark = pytest.mark.local
 
@@ -106,7 +107,7 @@ def test_pytorch_ddp_under_restart_scope_job_survives_a_killed_rank_and_resumes_
     )
     try:
         master_log = state_dir / "pytorch-ddp" / "logs" / "master-0.log"
-        deadline = time.monotonic() + 180
+        deadline = time.monotonic() + PATIENCE
         while not (master_log.exists() and "checkpoint at step 20" in master_log.read_text()):
             assert time.monotonic() < deadline and runner.poll() is None, "training never reached step 20"
             time.sleep(0.2)
@@ -117,7 +118,7 @@ def test_pytorch_ddp_under_restart_scope_job_survives_a_killed_rank_and_resumes_
     finally:
         if runner.poll() is None:
             runner.send_signal(signal.SIGINT)
-            runner.wait(timeout=60)
+            runner.wait(timeout=PATIENCE)
     run = Run(runner.returncode, stdout, stderr, state_dir, "pytorch-ddp")
     assert_succeeded(run)
     warnings = [e["message"] for e in run.status_record["events"] if e["reason"] == "PyTorchJobRestarting"]
@@ -150,7 +151,7 @@ def test_elastic_pytorch_re_rendezvouses_when_a_worker_process_is_killed(
     )
     try:
         worker0_log = state_dir / "pytorch-elastic" / "logs" / "worker-0.log"
-        deadline = time.monotonic() + 180
+        deadline = time.monotonic() + PATIENCE
         while not (worker0_log.exists() and "step 8 loss" in worker0_log.read_text()):
             assert time.monotonic() < deadline and runner.poll() is None, "training never reached step 8"
             time.sleep(0.2)
@@ -162,7 +163,7 @@ def test_elastic_pytorch_re_rendezvouses_when_a_worker_process_is_killed(
     finally:
         if runner.poll() is None:
             runner.send_signal(signal.SIGINT)
-            runner.wait(timeout=60)
+            runner.wait(timeout=PATIENCE)
     run = Run(runner.returncode, stdout, stderr, state_dir, "pytorch-elastic")
     assert_succeeded(run)
     restarted_at = [
@@ -274,7 +275,7 @@ def test_a_pytorch_ddp_rank_blocked_in_a_collective_leaves_at_sigterm_with_143(t
         ranks[1].send_signal(signal.SIGSTOP)
         [rank_0] = psutil.Process(ranks[0].pid).children()
         rank_0.send_signal(signal.SIGTERM)
-        returncode = ranks[0].wait(timeout=60)
+        returncode = ranks[0].wait(timeout=PATIENCE)
     finally:
         for rank in ranks:
             rank.kill()

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from docs_blocks import PROGRESS_ON_ONE_MACHINE, ROOT, docs_env, run_script, sh_blocks
+from waiting import PATIENCE
 
 pytestmark = [pytest.mark.local]
 
@@ -29,7 +30,7 @@ def test_the_loop_reports_into_get_local_and_the_sdk_as_the_page_says(tmp_path: 
 
 def test_the_stalled_job_is_flagged_then_resumes_as_the_page_says(tmp_path: Path) -> None:
     [script] = sh_blocks(PAGE, HANG_DETECTION)
-    run = run_script(script, docs_env(tmp_path), timeout=120)
+    run = run_script(script, docs_env(tmp_path), timeout=PATIENCE)
     assert run.returncode == 0, run.output
     assert (
         "kubetrain: Warning ProgressDeadlineExceeded: PyTorchJob stalled-demo has had no progress"

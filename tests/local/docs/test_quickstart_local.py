@@ -18,6 +18,7 @@ from docs_blocks import (
     section_text,
     sh_blocks,
 )
+from waiting import PATIENCE
 
 pytestmark = [pytest.mark.local]
 
@@ -29,12 +30,12 @@ PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 def test_the_local_path_runs_as_written(tmp_path: Path) -> None:
     env = docs_env(tmp_path)
     for script in sh_blocks(PAGE, LOCAL):
-        run = run_script(script, env, timeout=120)
+        run = run_script(script, env, timeout=PATIENCE)
         assert run.returncode == 0, f"{script}\n--- output:\n{run.output}"
 
 
 def test_the_local_run_prints_each_replicas_rank(tmp_path: Path) -> None:
-    run = run_script(sh_blocks(PAGE, LOCAL)[0], docs_env(tmp_path), timeout=120)
+    run = run_script(sh_blocks(PAGE, LOCAL)[0], docs_env(tmp_path), timeout=PATIENCE)
     assert "master-0 | rank 0 of 2" in run.output
     assert "worker-0 | rank 1 of 2" in run.output
 
@@ -43,5 +44,5 @@ def test_the_sdk_snippet_runs_a_local_job(tmp_path: Path) -> None:
     (snippet,) = PYTHON_BLOCK.findall(section_text(PAGE, QUICKSTART_SDK))
     script = tmp_path / "hello_sdk.py"
     script.write_text(snippet)
-    run = run_script(f"{VENV_BIN / 'python'} {script}", docs_env(tmp_path), timeout=120)
+    run = run_script(f"{VENV_BIN / 'python'} {script}", docs_env(tmp_path), timeout=PATIENCE)
     assert run.returncode == 0, run.output

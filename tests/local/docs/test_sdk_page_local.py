@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from docs_blocks import ROOT, VENV_BIN, docs_env, run_script, section_text
+from waiting import PATIENCE
 
 pytestmark = [pytest.mark.local]
 
@@ -22,6 +23,6 @@ def test_the_trainjob_snippet_runs_two_nodes_locally_to_complete(tmp_path: Path)
     (snippet,) = PYTHON_BLOCK.findall(section_text(PAGE, TRAINJOBS))
     script = tmp_path / "hello_trainjob.py"
     script.write_text(f"{snippet}print(logs)\n")
-    run = run_script(f"{VENV_BIN / 'python'} {script}", docs_env(tmp_path), timeout=120)
+    run = run_script(f"{VENV_BIN / 'python'} {script}", docs_env(tmp_path), timeout=PATIENCE)
     assert run.returncode == 0, run.output
     assert "{'hello-trainjob-node-0-0': 'node 0\\n'}" in run.output

@@ -66,7 +66,7 @@ def main() -> int:
         args.hang_once.touch()
     for number, report in enumerate(args.reports, 1):
         if args.wait_for is not None and number == len(args.reports):
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + 180  # tests/waiting.py's PATIENCE: the test's checks come first
             while not args.wait_for.exists() and time.monotonic() < deadline:
                 time.sleep(0.1)
         progress, remaining, loss = report.split(":")

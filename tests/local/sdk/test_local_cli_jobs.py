@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import time
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from builders import cli_runner
-from kubetrain.cli.get import WATCH_INTERVAL
 from kubetrain.cli.main import app
 from kubetrain.sdk import TrainingClient
+from waiting import PATIENCE, eventually
 
 pytestmark = pytest.mark.local
 
@@ -58,7 +58,7 @@ def kubetrain(state_dir: Path) -> Iterator[Any]:
 def test_submit_wait_get_and_logs_of_a_local_run(kubetrain: Any, tmp_path: Path) -> None:
     submitted = kubetrain("submit", str(manifest(tmp_path, "demo", RANK_LAST, RANK)))
     assert submitted.stdout == "pytorchjob.kubeflow.org/demo created\n"
-    waited = kubetrain("wait", "demo", "--for=condition=Succeeded", "--timeout=60s")
+    waited = kubetrain("wait", "demo", "--for=condition=Succeeded", f"--timeout={PATIENCE:g}s")
     assert (waited.exit_code, waited.stdout) == (0, "pytorchjob.kubeflow.org/demo condition met\n")
     listing = kubetrain("get", "pytorchjobs").stdout.splitlines()
     assert listing[0].split() == ["NAME", "STATE", "PROGRESS", "ETA", "REPLICAS", "RESTARTS", "AGE"]
@@ -75,7 +75,7 @@ def test_submit_wait_get_and_logs_of_a_local_run(kubetrain: Any, tmp_path: Path)
 
 def test_describe_shows_replicas_pods_conditions_and_events(kubetrain: Any, tmp_path: Path) -> None:
     kubetrain("submit", str(manifest(tmp_path, "told", RANK_LAST, RANK)))
-    kubetrain("wait", "told", "--timeout=60s")
+    kubetrain("wait", "told", f"--timeout={PATIENCE:g}s")
     text = kubetrain("describe", "pytorchjob", "told").stdout
     assert "Kind:          PyTorchJob (kubeflow.org/v1)" in text
     assert re.search(r"Worker\s+2\s+0\s+2\s+0\s+Never", text)
@@ -93,7 +93,7 @@ def test_a_local_runs_events_have_their_age_and_repeats_fold_into_one_with_a_cou
     job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["restartPolicy"] = "Always"
     path.write_text(yaml.safe_dump(job))
     kubetrain("submit", str(path))
-    kubetrain("wait", "aged", "--timeout=60s")
+    kubetrain("wait", "aged", f"--timeout={PATIENCE:g}s")
     events = TrainingClient(backend="local", state_dir=state_dir).get_job_events("aged")
     assert events and all(event.last_seen is not None for event in events)
     warned = [event for event in events if event.reason == "SetPodTemplateRestartPolicy"]
@@ -104,14 +104,14 @@ def test_a_local_runs_events_have_their_age_and_repeats_fold_into_one_with_a_cou
 
 def test_waiting_on_a_failing_job_exits_1_with_the_condition_message(kubetrain: Any, tmp_path: Path) -> None:
     kubetrain("submit", str(manifest(tmp_path, "boom", "raise SystemExit(3)")))
-    waited = kubetrain("wait", "pytorchjob/boom", "--timeout=60s")
+    waited = kubetrain("wait", "pytorchjob/boom", f"--timeout={PATIENCE:g}s")
     assert waited.exit_code == 1
     assert re.fullmatch(r"error: PyTorchJob default/boom failed: .*Master.*\n", waited.stderr)
 
 
 def test_output_formats_are_yaml_json_and_name(kubetrain: Any, tmp_path: Path) -> None:
     kubetrain("submit", str(manifest(tmp_path, "shapes", "print('hi')")))
-    kubetrain("wait", "shapes", "--timeout=60s")
+    kubetrain("wait", "shapes", f"--timeout={PATIENCE:g}s")
     assert (
         yaml.safe_load(kubetrain("get", "pytorchjob", "shapes", "-o", "yaml").stdout)["kind"] == "PyTorchJob"
     )
@@ -129,9 +129,9 @@ def test_delete_stops_and_forgets_a_run(kubetrain: Any, tmp_path: Path) -> None:
 def test_suspend_and_resume_a_local_run(kubetrain: Any, tmp_path: Path) -> None:
     kubetrain("submit", str(manifest(tmp_path, "held", "import time; time.sleep(1); print('done')")))
     assert kubetrain("suspend", "pytorchjob", "held").stdout == "pytorchjob.kubeflow.org/held suspended\n"
-    assert kubetrain("wait", "held", "--for=condition=Suspended", "--timeout=60s").exit_code == 0
+    assert kubetrain("wait", "held", "--for=condition=Suspended", f"--timeout={PATIENCE:g}s").exit_code == 0
     assert kubetrain("resume", "held").stdout == "pytorchjob.kubeflow.org/held resumed\n"
-    assert kubetrain("wait", "held", "--timeout=60s").exit_code == 0
+    assert kubetrain("wait", "held", f"--timeout={PATIENCE:g}s").exit_code == 0
     assert kubetrain("logs", "held").stdout == "master-0 | done\n"
 
 
@@ -175,16 +175,32 @@ def test_watching_prints_a_row_each_time_the_job_changes(state_dir: Path, tmp_pa
         str(state_dir),
     ]
     watcher = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    printed: list[str] = []
+
+    def read() -> None:
+        for line in watcher.stdout or ():
+            printed.append(line)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+
+    def states() -> list[str]:
+        return [line.split()[2] for line in list(printed) if line.startswith("seen ")]
+
     try:
         client = TrainingClient(backend="local", state_dir=state_dir)
-        client.create_job(
-            yaml.safe_load(manifest(tmp_path, "seen", "import time; time.sleep(2)").read_text())
-        )
-        client.wait_for_job_conditions("seen", polling_interval=0.2, wait_timeout=60)
-        time.sleep(2 * WATCH_INTERVAL)  # the watcher polls once a second
+        # Running until the watcher has shown it: it polls every WATCH_INTERVAL in its own time, and a
+        # job that ran for a fixed while could come and go between two polls on a loaded machine.
+        go = tmp_path / "go"
+        held = f"import os, time\nwhile not os.path.exists({str(go)!r}): time.sleep(0.1)"
+        client.create_job(yaml.safe_load(manifest(tmp_path, "seen", held).read_text()))
+        eventually(lambda: "Running" in states(), "the watcher's Running row")
+        go.touch()
+        client.wait_for_job_conditions("seen", polling_interval=0.2, wait_timeout=PATIENCE)
+        eventually(lambda: "Succeeded" in states(), "the watcher's Succeeded row")
     finally:
         watcher.terminate()
-        output, _ = watcher.communicate(timeout=10)
-    states = [line.split()[2] for line in output.splitlines() if line.startswith("seen ")]
-    assert states[-1] == "Succeeded"
-    assert "Running" in states
+        watcher.wait(timeout=PATIENCE)
+        reader.join(PATIENCE)
+    assert states()[-1] == "Succeeded"
+    assert "Running" in states()

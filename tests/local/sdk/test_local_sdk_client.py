@@ -11,6 +11,7 @@ import pytest
 
 from kubetrain.api.jobs import TrainingJob
 from kubetrain.sdk import JobExistsError, JobFailedError, JobNotFoundError, TrainingClient
+from waiting import PATIENCE
 
 pytestmark = pytest.mark.local
 
@@ -57,7 +58,7 @@ SLEEP = "import time; time.sleep(600)"
 def wait(client: TrainingClient, name: str, *expected: str) -> TrainingJob:
     conditions = set(expected or ("Succeeded",))
     job = client.wait_for_job_conditions(
-        name, expected_conditions=conditions, wait_timeout=60, polling_interval=0.1
+        name, expected_conditions=conditions, wait_timeout=PATIENCE, polling_interval=0.1
     )
     assert isinstance(job, TrainingJob)
     return job
@@ -124,6 +125,7 @@ def test_waiting_for_failed_returns_the_failed_job(client: TrainingClient) -> No
 def test_waiting_past_the_timeout_raises_timeout_error(client: TrainingClient) -> None:
     client.create_job(pytorch_job("slow", SLEEP))
     with pytest.raises(TimeoutError, match="slow"):
+        # A job that sleeps for 10 minutes: no load makes it finish within the half second.
         client.wait_for_job_conditions("slow", wait_timeout=0.5, polling_interval=0.1)
     client.delete_job("slow")
 
@@ -185,7 +187,7 @@ def test_a_callback_sees_the_job_at_every_poll(client: TrainingClient) -> None:
     seen: list[str] = []
     client.create_job(pytorch_job("watched", "print('x')"))
     client.wait_for_job_conditions(
-        "watched", polling_interval=0.1, wait_timeout=60, callback=lambda job: seen.append(job.name)
+        "watched", polling_interval=0.1, wait_timeout=PATIENCE, callback=lambda job: seen.append(job.name)
     )
     assert seen and set(seen) == {"watched"}
 
