@@ -8,7 +8,6 @@ import secrets
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,10 +15,10 @@ from typing import Any
 
 from kubetrain.envtest import binaries, realnode
 from kubetrain.envtest.kubeapi import ApiError, KubeApi
+from waiting import PATIENCE, eventually
 
 # The test pods' image: the Debian base of tools/images, whose python does the DNS and TCP checks.
 TEST_IMAGE = "localhost/kubetrain/python:3.11-bookworm"
-POD_TIMEOUT_SECONDS = 90.0
 GREETING_SERVER = textwrap.dedent(
     """
     import socket
@@ -44,7 +43,7 @@ class RealCluster:
             capture_output=True,
             text=True,
             check=False,
-            timeout=60,
+            timeout=PATIENCE,
         )
 
     def kubetrain(self, *args: str) -> subprocess.CompletedProcess[str]:
@@ -54,20 +53,14 @@ class RealCluster:
             capture_output=True,
             text=True,
             check=False,
-            timeout=60,
+            timeout=PATIENCE,
             env={**os.environ, "KUBECONFIG": str(self.kubeconfig)},
         )
 
 
-def wait_until(what: str, done: Any, timeout: float = POD_TIMEOUT_SECONDS) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = done()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout:.0f} s")
-        time.sleep(0.2)
+def wait_until(what: str, done: Any, timeout: float = PATIENCE) -> Any:
+    """``done()`` once truthy; ``timeout`` only where a wait is known to take longer than PATIENCE."""
+    return eventually(done, what, timeout)
 
 
 def pod(name: str, script: str, **spec: Any) -> dict[str, Any]:
@@ -117,7 +110,7 @@ def scratch_namespace(cluster: RealCluster, stem: str) -> Iterator[str]:
         wait_until(
             f"the default ServiceAccount of {name}",
             lambda: cluster.api.exists(f"/api/v1/namespaces/{name}/serviceaccounts/default"),
-            30.0,
+            PATIENCE,
         )
         yield name
     finally:
@@ -141,7 +134,7 @@ def job_pods_once_ended(api: KubeApi, namespace: str, job: str) -> dict[str, dic
         done = all(p["status"]["phase"] in ("Succeeded", "Failed") for p in pods)
         return {p["metadata"]["name"]: p for p in pods} if pods and done else None
 
-    return dict(wait_until(f"every pod of {job} ended", ended, 60))
+    return dict(wait_until(f"every pod of {job} ended", ended, PATIENCE))
 
 
 def trainjob(api: KubeApi, namespace: str, name: str) -> dict[str, Any]:

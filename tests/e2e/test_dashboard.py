@@ -20,6 +20,7 @@ from dashboard_process import running_dashboard
 from e2e.realpods import RealCluster, wait_until
 from kubetrain.envtest import realnode
 from kubetrain.sdk.client import TrainingClient
+from waiting import PATIENCE
 
 # The PyTorch image (4.4 GB) is imported into the node here when the node did not start with it: minutes.
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
@@ -72,7 +73,7 @@ def test_a_training_jobs_page_shows_its_output_and_its_curves_live_while_it_trai
         expect(page.locator("#pods")).to_contain_text("real-node-0")
 
         # Every report from before the page opened is drawn, then each later one as it comes.
-        wait_until("the history drawn", lambda: points(page, "loss") >= reported, 15)
+        wait_until("the history drawn", lambda: points(page, "loss") >= reported, PATIENCE)
         opened_with = points(page, "loss")
         # Both curves drawn from the same reports (a report may arrive between reading one and the other).
         assert points(page, "progress %") >= opened_with
@@ -80,7 +81,7 @@ def test_a_training_jobs_page_shows_its_output_and_its_curves_live_while_it_trai
         expect(output).to_contain_text("joined the process group")
         expect(output).to_contain_text(re.compile(r"step \d+ loss"))
         lines = output.locator(".line").count()
-        wait_until("two more reports drawn", lambda: points(page, "loss") >= opened_with + 2, 30)
+        wait_until("two more reports drawn", lambda: points(page, "loss") >= opened_with + 2, PATIENCE)
         assert output.locator(".line").count() > lines, "the log is followed, not read once"
         expect(page.locator("#metrics")).to_contain_text("loss = ")
         assert page.locator("#job-state").text_content() == "Running"

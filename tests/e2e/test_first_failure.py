@@ -13,6 +13,7 @@ import pytest
 
 from builders import container, manifest
 from e2e.realpods import TEST_IMAGE, RealCluster, wait_until
+from waiting import PATIENCE
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -65,7 +66,7 @@ def failed_and_cleaned_up(operator: RealCluster, namespace: str) -> RealCluster:
     wait_until(
         "try-this's pods deleted",
         lambda: operator.api.get(f"/api/v1/namespaces/{namespace}/pods", selector)["items"] == [],
-        60.0,
+        PATIENCE,
     )
     return operator
 

@@ -13,6 +13,7 @@ import pytest
 from builders import container, manifest
 from e2e.realpods import TEST_IMAGE, RealCluster, wait_until
 from kubetrain.envtest import realnode
+from waiting import PATIENCE
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -37,6 +38,19 @@ def _job(name: str, workers: int, cpu_millis: int, command: str) -> dict[str, An
 def _pods(cluster: RealCluster, namespace: str, job: str) -> list[dict[str, Any]]:
     selector = {"labelSelector": f"training.kubeflow.org/job-name={job}"}
     return list(cluster.api.get(f"/api/v1/namespaces/{namespace}/pods", selector)["items"])
+
+
+def _all_unschedulable(cluster: RealCluster, namespace: str, job: str) -> list[dict[str, Any]] | None:
+    """The job's pods once the scheduler has found every one of them Unschedulable."""
+    pods = _pods(cluster, namespace, job)
+
+    def unschedulable(pod: dict[str, Any]) -> bool:
+        return any(
+            (c["type"], c["status"], c.get("reason")) == ("PodScheduled", "False", "Unschedulable")
+            for c in pod["status"].get("conditions") or []
+        )
+
+    return pods if pods and all(unschedulable(pod) for pod in pods) else None
 
 
 def _allocatable_cpu_millis(cluster: RealCluster) -> int:
@@ -84,7 +98,7 @@ def test_a_gang_that_fits_is_scheduled_by_the_gang_scheduler_and_runs(
         conditions = operator.api.get(path).get("status", {}).get("conditions") or []
         return any(c["type"] == "Succeeded" and c["status"] == "True" for c in conditions)
 
-    group = wait_until("the PodGroup", lambda: _group(operator, namespace, "fits"), 60.0)
+    group = wait_until("the PodGroup", lambda: _group(operator, namespace, "fits"), PATIENCE)
     wait_until("fits Succeeded", succeeded, 180.0)
     pods = _pods(operator, namespace, "fits")
 
@@ -100,18 +114,24 @@ def test_a_gang_that_cannot_fit_keeps_every_pod_pending_none_half_scheduled(
     # runs; two of them fit now, which the default scheduler would bind: half a gang.
     per_pod = _allocatable_cpu_millis(operator) // 3 + 1
     wait_until(
-        "room on the node for two of the pods", lambda: _free_cpu_millis(operator) >= 2 * per_pod, 120.0
+        "room on the node for two of the pods", lambda: _free_cpu_millis(operator) >= 2 * per_pod, PATIENCE
     )
     operator.api.create(
         f"/apis/kubeflow.org/v1/namespaces/{namespace}/pytorchjobs",
         _job("too-big", workers=2, cpu_millis=per_pod, command="import time; time.sleep(600)"),
     )
-    wait_until("three pods", lambda: len(_pods(operator, namespace, "too-big")) == 3, 60.0)
-    group = wait_until("the PodGroup", lambda: _group(operator, namespace, "too-big"), 60.0)
+    wait_until("three pods", lambda: len(_pods(operator, namespace, "too-big")) == 3, PATIENCE)
+    group = wait_until("the PodGroup", lambda: _group(operator, namespace, "too-big"), PATIENCE)
 
+    # A window for what must not happen (a half-bound gang), then what must: the scheduler has said of every
+    # pod that it cannot place it, so that a loaded scheduler is not caught mid-permit.
     time.sleep(WAIT_PAST_PERMIT_SECONDS)
-    pods = _pods(operator, namespace, "too-big")
-    group = wait_until("the PodGroup's status", lambda: _group_status(operator, namespace, "too-big"), 30.0)
+    pods = wait_until(
+        "every pod found Unschedulable", lambda: _all_unschedulable(operator, namespace, "too-big")
+    )
+    group = wait_until(
+        "the PodGroup's status", lambda: _group_status(operator, namespace, "too-big"), PATIENCE
+    )
 
     assert group["spec"]["minMember"] == 3
     # scheduler-plugins' controller: every member exists, fewer than minMember run, so it is still Scheduling.
@@ -137,7 +157,9 @@ def test_the_job_says_why_its_gang_waits_the_gap_and_the_rejected_pod_group(
     )
 
     # The operator turns each pod's Unschedulable condition into a Warning event on the job (upstream's too).
-    messages = wait_until("the job's event naming the gap", lambda: _gap_events(operator, namespace), 90.0)
+    messages = wait_until(
+        "the job's event naming the gap", lambda: _gap_events(operator, namespace), PATIENCE
+    )
 
     assert any(f"PodGroup {namespace}/too-big gets rejected" in message for message in messages), messages
 

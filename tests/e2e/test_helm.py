@@ -24,6 +24,7 @@ import pytest
 from builders import container, manifest
 from e2e.realpods import TEST_IMAGE, RealCluster, wait_until
 from kubetrain.envtest.kubeapi import ApiError
+from waiting import PATIENCE
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -137,7 +138,7 @@ def _scale_shared_operator(cluster: RealCluster, replicas: int) -> None:
         available = cluster.api.get(SHARED_OPERATOR).get("status", {}).get("availableReplicas", 0)
         return len(_shared_operator_pods(cluster)) == replicas and available == replicas
 
-    wait_until(f"the shared operator at {replicas} replicas", settled, 120.0)
+    wait_until(f"the shared operator at {replicas} replicas", settled, PATIENCE)
 
 
 def _delete_namespace(cluster: RealCluster, namespace: str) -> None:
@@ -149,7 +150,7 @@ def _delete_namespace(cluster: RealCluster, namespace: str) -> None:
     wait_until(
         f"namespace {namespace} gone",
         lambda: not cluster.api.exists(f"/api/v1/namespaces/{namespace}"),
-        120.0,
+        PATIENCE,
     )
 
 
@@ -189,7 +190,7 @@ def release(operator: RealCluster, tmp_path_factory: pytest.TempPathFactory) -> 
         wait_until(
             f"the default ServiceAccount of {helm.namespace}",
             lambda: operator.api.exists(f"/api/v1/namespaces/{helm.namespace}/serviceaccounts/default"),
-            30.0,
+            PATIENCE,
         )
         yield helm
     finally:
@@ -225,7 +226,7 @@ def test_the_operator_and_dashboard_pods_run_where_pod_security_restricted_is_en
 def test_the_leader_reconciles_a_job_in_its_namespace_with_no_forbidden_request_in_either_log(
     release: Release,
 ) -> None:
-    leader = wait_until("a Lease holder", release.leader, 60.0)
+    leader = wait_until("a Lease holder", release.leader, PATIENCE)
 
     release.run_job("under-helm")
 
@@ -240,7 +241,7 @@ def test_the_leader_reconciles_a_job_in_its_namespace_with_no_forbidden_request_
 def test_deleting_the_leader_pod_hands_the_lease_to_a_live_replica_which_reconciles(
     release: Release,
 ) -> None:
-    leader = wait_until("a Lease holder", release.leader, 60.0)
+    leader = wait_until("a Lease holder", release.leader, PATIENCE)
 
     release.cluster.api.delete(f"/api/v1/namespaces/{release.namespace}/pods/{leader}")
 
@@ -251,7 +252,7 @@ def test_deleting_the_leader_pod_hands_the_lease_to_a_live_replica_which_reconci
         holder = release.leader()
         return holder if holder not in (None, leader) else None
 
-    successor = wait_until("a new Lease holder", new_holder, 120.0)
+    successor = wait_until("a new Lease holder", new_holder, PATIENCE)
     assert successor in [pod["metadata"]["name"] for pod in release.pods()]  # alive, not terminating
     release.run_job("after-handover")
     log = release.log(successor)

@@ -3,7 +3,8 @@ three injected variables alone (docs/progress.md's own example), to the in-clust
 (the standalone overlay as it ships: HTTPS through the headless Service, a projected token, the CA from the
 namespace's ConfigMap).
 
-Its progress is in ``kubectl get``, ``kubetrain get`` and the SDK within 5 s of a report; Kubeflow Trainer
+Its progress is shown by ``kubectl get``, ``kubetrain get`` and the SDK, each showing a report no older than
+the last one the script had logged (how soon is bench/progress_reporting.py's to measure); Kubeflow Trainer
 v2.3's own status script, unchanged, sets a PyTorchJob's trainerStatus from its pod and a TrainJob's from its
 trainer pod (its JobSet run by the real JobSet controller); another job's token, no token, a token of
 another job's pod and a flood are refused (403, 403, 403, 429) and change nothing; and a job that reports and
@@ -19,6 +20,7 @@ import socket
 import ssl
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,7 @@ from e2e.realpods import (
     wait_until,
 )
 from kubetrain.sdk.client import TrainingClient
+from waiting import PATIENCE
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -163,18 +166,21 @@ def table(output: str) -> dict[str, str]:
     return dict(zip(header.split(), row.split(), strict=False))
 
 
-def within_5_seconds_of_a_report(jobs: Jobs, shows: Any) -> float:
-    """How long after a report the report's progress (or a later one) is shown by ``shows``."""
+def shown_after_the_latest_report(jobs: Jobs, shows: Any) -> int:
+    """The progress ``shows`` shows once it has caught up with the last report the script logged as
+    accepted: that report's progress, or a later one's."""
     progress: int
-    reported_at: float
-    progress, reported_at = wait_until("a report", lambda: latest_report(jobs.logs("reporter")), 120)
-    wait_until("the report shown", lambda: (shown := shows()) is not None and shown >= progress, 5)
-    delay = time.time() - reported_at
-    assert delay < 5, f"shown {delay:.1f} s after the report"
-    return delay
+    progress, _ = wait_until("a report", lambda: latest_report(jobs.logs("reporter")))
+
+    def caught_up() -> int | None:
+        seen: int | None = shows()
+        return seen if seen is not None and seen >= progress else None
+
+    shown: int = wait_until(f"{progress}% or more shown", caught_up)
+    return shown
 
 
-def test_a_stdlib_reporter_shows_its_progress_in_kubectl_kubetrain_and_the_sdk_within_5_seconds(
+def test_a_stdlib_reporters_progress_is_shown_by_kubectl_kubetrain_and_the_sdk_in_the_order_reported(
     jobs: Jobs, operator: RealCluster, namespace: str
 ) -> None:
     jobs.create(job("reporter", REPORTER))
@@ -192,9 +198,13 @@ def test_a_stdlib_reporter_shows_its_progress_in_kubectl_kubetrain_and_the_sdk_w
         status = client.get_job("reporter", job_kind="PyTorchJob").status.trainer_status
         return None if status is None else status.progress_percentage
 
-    for shows in (kubectl_progress, kubetrain_progress, sdk_progress):
-        delay = within_5_seconds_of_a_report(jobs, shows)
-        print(f"{shows.__name__}: the report shown {delay:.2f} s after it was sent")
+    # Asked one after the other, each shows a report at least as recent as the one before it showed: the
+    # three read the same status, which only ever moves forward.
+    shown = [
+        shown_after_the_latest_report(jobs, shows)
+        for shows in (kubectl_progress, kubetrain_progress, sdk_progress)
+    ]
+    assert shown == sorted(shown), shown
     eta = operator.kubectl(
         "-n",
         namespace,
@@ -210,6 +220,10 @@ def test_a_stdlib_reporter_shows_its_progress_in_kubectl_kubetrain_and_the_sdk_w
     )
     status = client.get_job("reporter", job_kind="PyTorchJob").status.trainer_status
     assert status is not None and status.metric("loss") is not None
+
+
+def _time(stamp: str) -> datetime:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 
 
 def _at(status: dict[str, Any] | None, progress: int) -> dict[str, Any] | None:
@@ -234,14 +248,14 @@ def test_trainer_v2_3s_own_status_script_in_a_pytorchjobs_pod_sets_its_trainer_s
     jobs: Jobs, operator: RealCluster
 ) -> None:
     jobs.create(job("trainer-script", TRAINER_SCRIPT))
-    status = wait_until("the script's report", lambda: _at(jobs.trainer_status("trainer-script"), 42), 180)
+    status = wait_until("the script's report", lambda: _at(jobs.trainer_status("trainer-script"), 42))
     assert status["estimatedRemainingSeconds"] == 120
     assert status["metrics"] == [{"name": "loss", "value": "0.123"}, {"name": "accuracy", "value": "0.95"}]
     # The status is written within a second of the answer; the answer reaches the pod's log in its own time.
     wait_until(
         "the script's success in its log",
         lambda: jobs.logs("trainer-script").startswith("Success updating trainer status: 200 "),
-        60,
+        PATIENCE,
     )
 
 
@@ -268,11 +282,13 @@ def test_trainer_v2_3s_own_status_script_in_a_trainjobs_trainer_pod_sets_its_tra
         status = trainjob(operator.api, namespace, "trainer-script").get("status", {}).get("trainerStatus")
         return _at(status, 42)
 
-    status = wait_until("the script's report", reported, 180)
+    status = wait_until("the script's report", reported)
     assert status["estimatedRemainingSeconds"] == 120
     assert status["metrics"] == [{"name": "loss", "value": "0.123"}, {"name": "accuracy", "value": "0.95"}]
     outcome = wait_until(
-        "the TrainJob's outcome", lambda: trainjob_outcome(operator.api, namespace, "trainer-script"), 60
+        "the TrainJob's outcome",
+        lambda: trainjob_outcome(operator.api, namespace, "trainer-script"),
+        PATIENCE,
     )
     assert outcome["type"] == "Complete"
     [pod] = jobset_pods(operator.api, namespace, "trainer-script")
@@ -284,9 +300,11 @@ def test_other_jobs_tokens_no_token_and_a_flood_are_refused_and_change_nothing(
     jobs: Jobs, operator: RealCluster, namespace: str
 ) -> None:
     jobs.create(job("reporter", REPORTER))
-    wait_until("the reporter done", lambda: f"step {STEPS} " in jobs.logs("reporter"), 180)
+    wait_until("the reporter done", lambda: f"step {STEPS} " in jobs.logs("reporter"))
     # Its last report is written within a second of the one before (one status write a second per job).
-    before = wait_until("its last report written", lambda: _at(jobs.trainer_status("reporter"), 100), 5)
+    before = wait_until(
+        "its last report written", lambda: _at(jobs.trainer_status("reporter"), 100), PATIENCE
+    )
 
     jobs.create(job("intruder", INTRUDER))
     line = wait_until(
@@ -325,7 +343,9 @@ def test_other_jobs_tokens_no_token_and_a_flood_are_refused_and_change_nothing(
     path = f"/apis/kubeflow.org/v1/namespaces/{namespace}/pytorchjobs/reporter/status"
     assert _pinned_post(operator_pod["status"]["podIP"], ca, path, token) == 403
 
-    time.sleep(2)  # anything accepted would be written by now
+    # The 403s above are the refusals themselves; this only confirms that nothing reached the status. A
+    # window for something that must not happen: load could only hide a write, never fail the test.
+    time.sleep(2)
     assert jobs.trainer_status("reporter") == before
 
 
@@ -338,8 +358,8 @@ def test_a_job_that_reports_then_hangs_is_failed_and_restarted_at_its_deadline(
         "kubetrain.dev/progress-deadline-action": "Fail",
     }
     jobs.create(job("hangs", HANGS, annotations=annotations))
-    wait_until("the report", lambda: "reported 200" in jobs.logs("hangs"), 180)
-    reported = time.monotonic()
+    wait_until("the report", lambda: "reported 200" in jobs.logs("hangs"))
+    report = wait_until("the report written", lambda: _at(jobs.trainer_status("hangs"), 5))
     first = jobs.master("hangs")
     assert first is not None
 
@@ -347,10 +367,12 @@ def test_a_job_that_reports_then_hangs_is_failed_and_restarted_at_its_deadline(
         current = jobs.master("hangs")
         return current is not None and current["metadata"]["uid"] != first["metadata"]["uid"]
 
-    wait_until("the hung master replaced", replaced, deadline + 30)
-    assert time.monotonic() - reported <= deadline + 30
+    wait_until("the hung master replaced", replaced)
     conditions = jobs.get("hangs")["status"]["conditions"]
     restarting = [c for c in conditions if c["type"] == "Restarting"]
     assert restarting and restarting[-1]["reason"] == "ProgressDeadlineExceeded"
+    # Restarted at its deadline, not before: by the job's own timestamps (both whole seconds, rounded down).
+    silent = _time(restarting[-1]["lastTransitionTime"]) - _time(report["lastUpdatedTime"])
+    assert silent.total_seconds() >= deadline, silent
     assert "hangs-master-0" in restarting[-1]["message"]
-    wait_until("the new master reporting", lambda: "reported 200" in jobs.logs("hangs"), 120)
+    wait_until("the new master reporting", lambda: "reported 200" in jobs.logs("hangs"), PATIENCE)

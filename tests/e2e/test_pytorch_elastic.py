@@ -27,6 +27,7 @@ import yaml
 
 from e2e.realpods import RealCluster, scratch_namespace, wait_until
 from kubetrain.envtest import realnode
+from waiting import PATIENCE
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
 
@@ -111,7 +112,7 @@ def _run(cluster: RealCluster, namespace: str, checkpoints: Path) -> Observed:
         new = pod["metadata"]["uid"] != deleted_uid and pod.get("status", {}).get("phase") == "Running"
         return dict(pod) if new else None
 
-    replacement = wait_until(f"{deleted} replaced and running", replacement_running, 120.0)
+    replacement = wait_until(f"{deleted} replaced and running", replacement_running, PATIENCE)
     outcome = wait_until(
         f"{JOB} Succeeded or Failed", lambda: _outcome(cluster, namespace), JOB_TIMEOUT_SECONDS
     )

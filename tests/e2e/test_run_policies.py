@@ -16,6 +16,7 @@ import pytest
 
 from builders import container, manifest
 from e2e.realpods import TEST_IMAGE, RealCluster, wait_until
+from waiting import PATIENCE
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -107,7 +108,7 @@ def test_backoff_limit_stops_in_place_restarts_after_three_and_fails_the_job(job
     # OnFailure), a job failed by its backoffLimit deletes every pod whatever its cleanPodPolicy, or the
     # kubelet would go on restarting the crash-looping one. cleanPodPolicy applies to a job that failed by
     # itself (with restartPolicy Never, next test).
-    wait_until("the failed job's pods deleted", lambda: jobs.pods("backoff") == [], 60.0)
+    wait_until("the failed job's pods deleted", lambda: jobs.pods("backoff") == [], PATIENCE)
 
 
 def _kubetrain_get_column(jobs: Jobs, name: str, column: str) -> str:
@@ -163,7 +164,7 @@ def test_clean_pod_policy_running_keeps_the_failed_pod_for_kubectl_logs_and_dele
     )
 
     jobs.wait_for("keep-failed", "Failed")
-    wait_until("the running worker deleted", lambda: jobs.pod("keep-failed-worker-0") is None, 60.0)
+    wait_until("the running worker deleted", lambda: jobs.pod("keep-failed-worker-0") is None, PATIENCE)
     master = jobs.pod("keep-failed-master-0")
     logs = jobs.cluster.kubectl("logs", "-n", jobs.namespace, "keep-failed-master-0")
 
@@ -229,6 +230,8 @@ def test_ttl_after_finished_deletes_the_job_and_its_pods(jobs: Jobs) -> None:
     jobs.create(_job("brief", {"Master": "print('done')"}, "OnFailure", {"ttlSecondsAfterFinished": 3}))
 
     jobs.wait_for("brief", "Succeeded")
-    wait_until("the finished job deleted", lambda: not jobs.cluster.api.exists(f"{jobs.path}/brief"), 60.0)
+    wait_until(
+        "the finished job deleted", lambda: not jobs.cluster.api.exists(f"{jobs.path}/brief"), PATIENCE
+    )
     # The pods go with their owner, through the controller-manager's garbage collector.
-    wait_until("its pods deleted", lambda: jobs.pods("brief") == [], 60.0)
+    wait_until("its pods deleted", lambda: jobs.pods("brief") == [], PATIENCE)

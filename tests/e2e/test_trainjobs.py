@@ -30,6 +30,7 @@ from e2e.realpods import (
     wait_until,
 )
 from kubetrain.envtest import realnode
+from waiting import PATIENCE
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -161,5 +162,5 @@ def test_the_examples_progress_reports_set_the_trainjobs_trainer_status(
         found = trainjob(ddp_trainjob.cluster.api, ddp_trainjob.namespace, JOB)["status"].get("trainerStatus")
         return found if found is not None and found.get("progressPercentage") == 100 else None
 
-    status = wait_until("the last progress report written", reported_done, 5)
+    status = wait_until("the last progress report written", reported_done, PATIENCE)
     assert [m["name"] for m in status["metrics"]] == ["loss"]

@@ -34,12 +34,13 @@ from e2e.realpods import (
 from kubetrain.envtest import controlplane, realnode
 from kubetrain.envtest.kubeapi import ApiError, KubeApi
 from operator_process import running_operator
+from waiting import PATIENCE
 
 pytestmark = pytest.mark.e2e
 
 NODES = realnode.real_nodes(2)
-# The node-lifecycle controller's grace period (50 s) plus its taint and status writes, with room for load.
-NOT_READY_TIMEOUT_SECONDS = 150.0
+# The node-lifecycle controller's grace period (50 s), then its taint and status writes as any wait.
+NOT_READY_TIMEOUT_SECONDS = 50 + PATIENCE
 
 CLIENT = textwrap.dedent(
     """
@@ -201,7 +202,7 @@ def host_operator(two_nodes: RealCluster, tmp_path_factory: pytest.TempPathFacto
     applied = two_nodes.kubectl("apply", "--server-side", "-f", str(CRD))
     assert applied.returncode == 0, applied.stderr
     wait_until(
-        "PyTorchJobs served", lambda: _served(two_nodes.api, "/apis/kubeflow.org/v1/pytorchjobs"), 60.0
+        "PyTorchJobs served", lambda: _served(two_nodes.api, "/apis/kubeflow.org/v1/pytorchjobs"), PATIENCE
     )
     log_path = tmp_path_factory.mktemp("host-operator") / "operator.log"
     flags = ("--enable-scheme", "pytorchjob", f"--pytorch-init-container-image={BUSYBOX}")
