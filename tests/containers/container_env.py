@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import time
 from collections.abc import Callable
 
 import pytest
+
+from waiting import PATIENCE, eventually
 
 PYTHON_IMAGE = "localhost/kubetrain/python:3.11-bookworm"
 PYTORCH_IMAGE = "localhost/kubetrain/pytorch:2.13.0"
@@ -26,11 +27,11 @@ JOB_LABEL = "kubetrain.io/local-job"
 SETUP = {"podman": "make podman", "docker": "make docker"}
 
 
-def engine(binary: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def engine(binary: str, *args: str, timeout: float = PATIENCE) -> subprocess.CompletedProcess[str]:
     return subprocess.run([binary, *args], capture_output=True, text=True, timeout=timeout, check=False)
 
 
-def podman(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def podman(*args: str, timeout: float = PATIENCE) -> subprocess.CompletedProcess[str]:
     return engine("podman", *args, timeout=timeout)
 
 
@@ -38,7 +39,7 @@ def why_engine_cannot_run(binary: str) -> str | None:
     """None when ``binary`` answers and can run a container of the Python image; otherwise why not."""
     if shutil.which(binary) is None:
         return f"{binary} is not installed ({SETUP[binary]} installs it)"
-    info = engine(binary, "info", timeout=60)
+    info = engine(binary, "info")
     if info.returncode != 0:
         return f"{binary} info fails: {(info.stderr or info.stdout).strip().splitlines()[-1:]}"
     missing = why_image_missing(binary, PYTHON_IMAGE)
@@ -80,10 +81,5 @@ def network_exists(job_name: str, binary: str = "podman") -> bool:
     return engine(binary, "network", "inspect", f"kubetrain-{job_name}").returncode == 0
 
 
-def wait_for(condition: Callable[[], bool], timeout: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.3)
-    raise AssertionError("timed out waiting")
+def wait_for(condition: Callable[[], bool], what: str) -> None:
+    eventually(condition, what)

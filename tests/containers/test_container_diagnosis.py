@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import secrets
 import signal
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from containers.container_env import PYTHON_IMAGE, containers_of, engine
 from containers.test_container_runs import python_job, start
 from kubetrain.cli.main import app
 from local.local_run import REPO, kubetrain_run, write_manifest
+from waiting import PATIENCE, eventually
 
 pytestmark = [pytest.mark.containers, pytest.mark.slow]
 
@@ -31,18 +31,17 @@ def describe(state_dir: Path, name: str) -> list[str]:
     return str(result.stdout).splitlines()
 
 
-def findings_of(state_dir: Path, name: str, timeout: float = 60.0) -> list[dict[str, Any]]:
+def findings_of(state_dir: Path, name: str) -> list[dict[str, Any]]:
     status = state_dir / name / "status.json"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def findings() -> list[dict[str, Any]]:
         try:
             found: list[dict[str, Any]] = json.loads(status.read_text())["findings"]
         except (OSError, ValueError, KeyError):
-            found = []
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"no finding in {status} within {timeout:.0f} s")
+            return []  # not written yet, or caught mid-write
+        return found
+
+    return eventually(findings, f"a finding in {status}")
 
 
 def test_a_missing_image_leaves_its_replica_pending_with_a_warning_until_the_image_is_there(
@@ -63,7 +62,7 @@ def test_a_missing_image_leaves_its_replica_pending_with_a_warning_until_the_ima
     finally:
         if runner.poll() is None:
             runner.send_signal(signal.SIGTERM)
-            runner.communicate(timeout=60)
+            runner.communicate(timeout=PATIENCE)
         engine(runtime, "rmi", image)
 
     assert finding == {

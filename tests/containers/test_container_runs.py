@@ -30,6 +30,7 @@ from containers.container_env import (
     wait_for,
 )
 from local.local_run import KUBETRAIN, REPO, Run, kubetrain_run, write_manifest
+from waiting import PATIENCE
 
 pytestmark = [pytest.mark.containers, pytest.mark.slow]
 
@@ -217,10 +218,10 @@ def test_ctrl_c_removes_every_container_and_the_network(
         tmp_path, python_job("ctrl-c", {"Master": (1, SLEEPER), "Worker": (2, SLEEPER)})
     )
     runner = start(manifest, state_dir, runtime)
-    wait_for(lambda: len(running_containers_of("ctrl-c", runtime)) == 3)
+    wait_for(lambda: len(running_containers_of("ctrl-c", runtime)) == 3, "three containers running")
 
     runner.send_signal(signal.SIGINT)
-    _, stderr = runner.communicate(timeout=60)
+    _, stderr = runner.communicate(timeout=PATIENCE)
 
     assert runner.returncode == 130, stderr
     assert containers_of("ctrl-c", runtime) == []
@@ -234,11 +235,12 @@ def test_a_sigkilled_kubetrain_leaves_no_container_once_the_reaper_runs(
         tmp_path, python_job("killed", {"Master": (1, SLEEPER), "Worker": (1, SLEEPER)})
     )
     runner = start(manifest, state_dir, runtime)
-    wait_for(lambda: len(running_containers_of("killed", runtime)) == 2)
+    wait_for(lambda: len(running_containers_of("killed", runtime)) == 2, "two containers running")
 
     runner.send_signal(signal.SIGKILL)
-    runner.communicate(timeout=10)
+    runner.communicate(timeout=PATIENCE)
 
     wait_for(
-        lambda: containers_of("killed", runtime) == [] and not network_exists("killed", runtime), timeout=60
+        lambda: containers_of("killed", runtime) == [] and not network_exists("killed", runtime),
+        "the killed run's containers and network removed",
     )

@@ -19,6 +19,7 @@ from kubetrain.envtest.audit import AuditEvent
 from kubetrain.envtest.crds import install_crds
 from kubetrain.envtest.kubeapi import ApiError, KubeApi, KubeObject
 from kubetrain.envtest.nodes import NodeShape
+from waiting import PATIENCE
 
 from .kubelet import BurstKubelet
 from .mirror import Mirror, wait_for
@@ -86,10 +87,10 @@ class FaultCluster:
 
     def compact_etcd(self) -> int:
         """Compact etcd's history up to its current revision (physically) through its own API; returns it."""
-        head = httpx.post(f"{self.etcd}/v3/kv/range", json={"key": "AA=="}, timeout=10).json()
+        head = httpx.post(f"{self.etcd}/v3/kv/range", json={"key": "AA=="}, timeout=PATIENCE).json()
         revision = int(head["header"]["revision"])
         answer = httpx.post(
-            f"{self.etcd}/v3/kv/compaction", json={"revision": revision, "physical": True}, timeout=60
+            f"{self.etcd}/v3/kv/compaction", json={"revision": revision, "physical": True}, timeout=PATIENCE
         )
         answer.raise_for_status()
         return revision
@@ -158,7 +159,7 @@ class Burst:
 
     def _create(self, collection: str, job: KubeObject) -> None:
         """One job, tried again while the API server is away (a fault may hit the apply too)."""
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + PATIENCE
         while True:
             try:
                 self.api.create(collection, job)
@@ -187,14 +188,14 @@ class Burst:
         return exists / self.expected_children
 
     def wait_created(self, share: float, timeout: float) -> None:
-        wait_for(lambda: self.created() >= share, timeout, f"{share:.0%} of the burst's pods and services")
+        wait_for(lambda: self.created() >= share, f"{share:.0%} of the burst's pods and services", timeout)
 
     def all_running(self) -> bool:
         jobs = self.job_mirror.snapshot()
         return len(jobs) == self.jobs and all(job.running_condition for job in jobs) and self.created() >= 1.0
 
     def wait_all_running(self, timeout: float) -> datetime:
-        wait_for(self.all_running, timeout, f"every job of {self.namespace} Running", every=0.2)
+        wait_for(self.all_running, f"every job of {self.namespace} Running", timeout)
         return now()
 
     def settled(self) -> Settled:
@@ -232,7 +233,7 @@ class Burst:
         return Settled(missing, extra, len(pods), len(services), running)
 
 
-def delete_namespace(api: KubeApi, namespace: str, timeout: float = 120.0) -> None:
+def delete_namespace(api: KubeApi, namespace: str, timeout: float = PATIENCE) -> None:
     """Delete the namespace, its pods first with no grace period (no kubelet confirms deletions here)."""
     with contextlib.suppress(ApiError, httpx.HTTPError):
         api.delete(f"/api/v1/namespaces/{namespace}/pods", {"gracePeriodSeconds": 0})

@@ -8,7 +8,6 @@ stream, a refused connection or a 410 Gone makes it list again (half a second la
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 import httpx
 
 from kubetrain.envtest.kubeapi import ApiError, KubeApi, KubeObject
+from waiting import PATIENCE, eventually
 
 WATCH_SECONDS = 5
 """Short, so that stopping the mirror does not wait long for the open watch to end."""
@@ -119,13 +119,6 @@ class Mirror:
         return version
 
 
-def wait_for(probe: Callable[[], Any], timeout: float, what: str, every: float = 0.1) -> Any:
-    """Poll ``probe`` until it returns something truthy; TimeoutError naming ``what`` otherwise."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = probe()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what} did not happen within {timeout:.0f} s")
-        time.sleep(every)
+def wait_for(probe: Callable[[], Any], what: str, timeout: float = PATIENCE) -> Any:
+    """``probe()`` once truthy; ``timeout`` only where a wait is known to take longer than PATIENCE."""
+    return eventually(probe, what, timeout)

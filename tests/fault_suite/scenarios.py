@@ -15,6 +15,7 @@ from datetime import datetime
 from pathlib import Path
 
 from kubetrain.envtest.audit import AuditEvent
+from waiting import PATIENCE
 
 from . import audit_checks
 from .audit_checks import UnfencedWrite
@@ -24,11 +25,8 @@ from .replicas import LEASE_NAME, Replica, Replicas
 
 KILLS = 5
 API_SERVER_DOWN_SECONDS = 5.0
-LEASE_DURATION_SECONDS = 15.0
-"""The operator's default (``ElectionSettings``)."""
 PAST_THE_LEASE_SECONDS = 5.0
 """How long a paused leader stays paused after its successor took over."""
-READY_TIMEOUT = 60.0
 
 
 @dataclass(frozen=True)
@@ -132,7 +130,7 @@ def _wait_ready(group: Replicas, leader_elect: bool) -> None:
         synced = all("caches synced" in log for log in logs)
         return synced and (not leader_elect or any("became leader" in log for log in logs))
 
-    wait_for(ready, READY_TIMEOUT, "the operators' caches synced (and a leader elected)")
+    wait_for(ready, "the operators' caches synced (and a leader elected)")
 
 
 def _account(
@@ -164,7 +162,7 @@ def _account(
 
 
 def _leader(group: Replicas, cluster: FaultCluster, namespace: str) -> Replica:
-    return group.holding(wait_for(lambda: _holder(cluster, namespace), READY_TIMEOUT, "a Lease holder"))
+    return group.holding(wait_for(lambda: _holder(cluster, namespace), "a Lease holder"))
 
 
 def _holder(cluster: FaultCluster, namespace: str) -> str:
@@ -187,9 +185,9 @@ def kills(burst: Burst, group: Replicas, rng: random.Random, report: Report) -> 
     """kill -9 the operator at ``KILLS`` random points and start it again at once, as a Deployment would."""
     for share in _points(rng, KILLS, 0.05, 0.95):
         burst.wait_created(share, timeout=300)
-        (current,) = wait_for(group.running, READY_TIMEOUT, "the operator restarted")
+        (current,) = wait_for(group.running, "the operator restarted")
         # Each kill lands on an operator at work, not on the previous kill's replacement still starting.
-        wait_for(lambda: "caches synced" in current.log, READY_TIMEOUT, "the restarted operator synced")  # noqa: B023
+        wait_for(lambda: "caches synced" in current.log, "the restarted operator synced")  # noqa: B023
         share = burst.created()
         current.kill()
         report.faults.append(Fault(now(), f"SIGKILL at {share:.0%} created", replaced=True))
@@ -227,7 +225,7 @@ RELISTED = "resourceVersion expired (410), re-listing"
 def _wait_for_a_relist(group: Replicas) -> None:
     """Compaction guarantees a 410 to a watch resumed from before it: the proof that the fault happened."""
     # The watches resume once the API server is back, after their backoff (up to a few seconds).
-    wait_for(lambda: group.log_mentions(RELISTED) > 0, 120, "a watch answered 410 Gone")
+    wait_for(lambda: group.log_mentions(RELISTED) > 0, "a watch answered 410 Gone")
 
 
 def leader_loss(burst: Burst, group: Replicas, rng: random.Random, report: Report) -> None:
@@ -251,7 +249,6 @@ def leader_loss(burst: Burst, group: Replicas, rng: random.Random, report: Repor
 def _wait_for_successor(burst: Burst, identity: str) -> None:
     wait_for(
         lambda: _holder(burst.cluster, burst.namespace) not in ("", identity),
-        3 * LEASE_DURATION_SECONDS,
         "another replica taking the Lease",
     )
 
@@ -271,7 +268,7 @@ def paused_leader(burst: Burst, group: Replicas, rng: random.Random, report: Rep
     time.sleep(PAST_THE_LEASE_SECONDS)
     leader.resume()
     resumed = time.monotonic()
-    code = report.resumed_leader_exit = leader.process.wait(30)
+    code = report.resumed_leader_exit = leader.process.wait(PATIENCE)
     report.notes.append(
         f"paused {seconds_between(stopped, now()):.0f} s; once resumed it exited {code} "
         f"after {time.monotonic() - resumed:.1f} s"

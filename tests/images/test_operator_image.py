@@ -13,7 +13,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -24,6 +23,7 @@ from kubetrain import __version__
 from kubetrain.envtest.crds import install_crds
 from kubetrain.envtest.kubeapi import KubeApi
 from kubetrain.envtest.pytest_plugin import EnvtestCluster
+from waiting import PATIENCE, eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,7 +55,7 @@ def run_in(image: str, *command: str) -> str:
         [*podman, image, *command[1:]],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=PATIENCE,
         check=False,
     )
     assert done.returncode == 0, f"{command} in {image} failed:\n{done.stderr}"
@@ -82,7 +82,7 @@ def test_the_operator_image_is_labelled_with_the_package_version(operator_image:
         ["podman", "image", "inspect", "--format", VERSION_LABEL, operator_image],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=PATIENCE,
         check=True,
     ).stdout.strip()
     assert label == __version__
@@ -93,7 +93,7 @@ def test_the_operator_image_starts_the_operator(operator_image: str) -> None:
         ["podman", "image", "inspect", "--format", "{{json .Config.Entrypoint}}", operator_image],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=PATIENCE,
         check=True,
     ).stdout.strip()
     assert entrypoint == '["kubetrain","operator"]'
@@ -106,15 +106,17 @@ def free_port() -> int:
         return port
 
 
-def wait_ready(url: str, container: str, deadline_seconds: float = 60) -> None:
-    deadline = time.monotonic() + deadline_seconds
-    while time.monotonic() < deadline:
+def wait_ready(url: str, container: str) -> None:
+    def ready() -> bool:
         with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(url, timeout=2).status_code == 200:
-                return
-        time.sleep(0.5)
-    logs = subprocess.run(["podman", "logs", container], capture_output=True, text=True, check=False)
-    raise AssertionError(f"{url} never answered 200; the operator's log:\n{logs.stdout}{logs.stderr}")
+            return httpx.get(url, timeout=PATIENCE).status_code == 200
+        return False  # not listening yet
+
+    try:
+        eventually(ready, f"{url} answering 200")
+    except AssertionError as error:
+        logs = subprocess.run(["podman", "logs", container], capture_output=True, text=True, check=False)
+        raise AssertionError(f"{error}; the operator's log:\n{logs.stdout}{logs.stderr}") from None
 
 
 def test_the_operator_image_reconciles_a_cluster_writing_nothing_to_its_read_only_root(
@@ -136,11 +138,13 @@ def test_the_operator_image_reconciles_a_cluster_writing_nothing_to_its_read_onl
         f"127.0.0.1:{free_port()}",
     ]
     flags += ["--health-probe-bind-address", f"127.0.0.1:{health}"]
-    subprocess.run([*podman, operator_image, *flags], capture_output=True, text=True, timeout=60, check=True)
+    subprocess.run(
+        [*podman, operator_image, *flags], capture_output=True, text=True, timeout=PATIENCE, check=True
+    )
     try:
         wait_ready(f"http://127.0.0.1:{health}/readyz", container)
         diff = subprocess.run(
-            ["podman", "diff", container], capture_output=True, text=True, timeout=60, check=True
+            ["podman", "diff", container], capture_output=True, text=True, timeout=PATIENCE, check=True
         )
     finally:
         subprocess.run(["podman", "rm", "--force", container], capture_output=True, timeout=60, check=False)
