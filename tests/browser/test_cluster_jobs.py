@@ -30,6 +30,7 @@ from kubetrain.kube.status.history_config_map import (
     history_config_map_name,
 )
 from operator_process import running_operator
+from waiting import PATIENCE, eventually
 
 pytestmark = pytest.mark.browser
 
@@ -70,16 +71,14 @@ def row(page: Page, namespace: str, name: str) -> object:
 
 
 def pods_of(kube_api: KubeApi, namespace: str, name: str, count: int) -> list[str]:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        found = kube_api.get(
+    def found() -> list[str] | None:
+        pods = kube_api.get(
             f"/api/v1/namespaces/{namespace}/pods",
             {"labelSelector": f"training.kubeflow.org/job-name={name}"},
         )["items"]
-        if len(found) == count:
-            return sorted(p["metadata"]["name"] for p in found)
-        time.sleep(0.1)
-    raise AssertionError(f"{name} has no {count} pods")
+        return sorted(p["metadata"]["name"] for p in pods) if len(pods) == count else None
+
+    return eventually(found, f"{count} pods of {name}")
 
 
 def report(kube_api: KubeApi, namespace: str, name: str, progress: int, loss: float) -> None:
@@ -132,7 +131,7 @@ def test_a_new_job_appears_and_changes_state_without_a_reload(
     expect(page.locator("#job-count")).to_have_text("No jobs yet.")
     page.evaluate("window.kept = 'this page was not reloaded'")
     kube_api.create(jobs(namespace), pytorch_job("live"))
-    page.locator(f'tr[data-id="{job_id(namespace, "live")}"]').wait_for(timeout=5_000)
+    page.locator(f'tr[data-id="{job_id(namespace, "live")}"]').wait_for(timeout=PATIENCE * 1000)
     state = page.locator(f'tr[data-id="{job_id(namespace, "live")}"] .state')
     for pod in pods_of(kube_api, namespace, "live", 2):
         pod_driver.run((namespace, pod))

@@ -88,7 +88,7 @@ def test_a_cluster_trainjob_runs_and_completes_live_in_the_list_and_on_its_page(
         "llm",
         jobset_finished("Completed", "AllJobsCompleted", "jobset completed successfully"),
     )
-    expect(page.locator("#job-state")).to_have_text("Complete", timeout=30_000)
+    expect(page.locator("#job-state")).to_have_text("Complete")
     expect(page.locator("#conditions")).to_contain_text("AllJobsCompleted")
     expect(page.locator("#jobset-jobs-table tbody tr")).to_contain_text("node")
     page.click("#tab-describe")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from playwright.sync_api import Page, expect
 from browser_support import Viewer
 from dashboard_process import RunningDashboard, running_dashboard
 from kubetrain.sdk import TrainingClient
+from waiting import PATIENCE, eventually
 
 pytestmark = pytest.mark.browser
 
@@ -63,19 +63,24 @@ REPORTS_ONCE = (
     "time.sleep(seconds)\n"
 )
 
-# Reports once, stays alive and silent past its progress deadline, reports again and trains on a while.
+# Reports once and stays alive and silent (past its progress deadline) until the file ``back`` exists,
+# reports again and trains on until the file ``done`` exists: the test says when, having seen each stage,
+# so that no stage can come and go unseen on a loaded machine.
 STALLS = (
-    "import time\n"
+    "import pathlib, sys, time\n"
     "from kubetrain.reporting import ProgressReporter\n"
+    "back, done = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])\n"
     "reporter = ProgressReporter()\n"
     "print('epoch 1: waiting for the data loader', flush=True)\n"
     "reporter.report(40, metrics={'loss': 0.7})\n"
     "reporter.flush()\n"
-    "time.sleep(8)\n"
+    "while not back.exists():\n"
+    "    time.sleep(0.1)\n"
     "print('epoch 1: the data loader is back', flush=True)\n"
     "reporter.report(60, metrics={'loss': 0.5})\n"
     "reporter.flush()\n"
-    "time.sleep(6)\n"
+    "while not done.exists():\n"
+    "    time.sleep(0.1)\n"
     "reporter.report(100, metrics={'loss': 0.3})\n"
     "reporter.close()\n"
 )
@@ -157,9 +162,9 @@ def test_a_new_run_appears_in_the_list_and_changes_state_without_a_reload(
     expect(page.locator("#job-count")).to_have_text("No jobs yet.")
     page.evaluate("window.kept = 'this page was not reloaded'")
     local_client.create_job(local_job("quick", steps=4))
-    row(page, "quick").wait_for(timeout=5_000)
+    row(page, "quick").wait_for(timeout=PATIENCE * 1000)
     expect(row(page, "quick").locator(".state")).to_have_text("Running")
-    expect(row(page, "quick").locator(".state")).to_have_text("Succeeded", timeout=20_000)
+    expect(row(page, "quick").locator(".state")).to_have_text("Succeeded")
     assert page.evaluate("window.kept") == "this page was not reloaded"
 
 
@@ -191,11 +196,11 @@ def test_the_list_shows_each_runs_state_progress_and_eta(
     local_client.create_job(local_job("paused", steps=600))
     page = viewer.open()
     local_client.suspend_job("paused")
-    expect(row(page, "resnet").locator(".pct")).to_have_text("35%", timeout=30_000)
-    expect(row(page, "gpt").locator(".pct")).to_have_text("80%", timeout=30_000)
-    expect(row(page, "bert").locator(".state")).to_have_text("Succeeded", timeout=30_000)
-    expect(row(page, "broken").locator(".state")).to_have_text("Failed", timeout=30_000)
-    expect(row(page, "paused").locator(".state")).to_have_text("Suspended", timeout=60_000)
+    expect(row(page, "resnet").locator(".pct")).to_have_text("35%")
+    expect(row(page, "gpt").locator(".pct")).to_have_text("80%")
+    expect(row(page, "bert").locator(".state")).to_have_text("Succeeded")
+    expect(row(page, "broken").locator(".state")).to_have_text("Failed")
+    expect(row(page, "paused").locator(".state")).to_have_text("Suspended")
 
     shown = {name: cells(page, name) for name in ("resnet", "gpt", "bert", "broken", "paused")}
     assert shown["resnet"]["state"] == "Running" and shown["resnet"]["eta"] in ("ETA 12m", "ETA 11m")
@@ -217,10 +222,10 @@ def test_a_runs_page_opened_after_several_reports_draws_every_one_then_extends_l
 ) -> None:
     go = tmp_path / "go"
     local_client.create_job(python_run("curves", REPORTING, "8", "1.2", "5", str(go)))
-    deadline = time.monotonic() + 60
-    while len(local_client.get_job_progress_history("curves").points) < 5:
-        assert time.monotonic() < deadline, "the run's first 5 reports are not in its history"
-        time.sleep(0.2)
+    eventually(
+        lambda: len(local_client.get_job_progress_history("curves").points) >= 5,
+        "the run's first 5 reports in its history",
+    )
 
     page = open_job(viewer, "curves")
 
@@ -231,8 +236,8 @@ def test_a_runs_page_opened_after_several_reports_draws_every_one_then_extends_l
     # once a second, so reports further apart than that are each a point).
     go.touch()
     for curve in ("loss", "accuracy", "progress %"):
-        expect(drawn(page, curve)).to_have_attribute("data-points", "8", timeout=30_000)
-    expect(page.locator("#job-state")).to_have_text("Succeeded", timeout=30_000)
+        expect(drawn(page, curve)).to_have_attribute("data-points", "8")
+    expect(page.locator("#job-state")).to_have_text("Succeeded")
     assert page.locator("#history-error").count() == 0
     losses = [p.metrics["loss"] for p in local_client.get_job_progress_history("curves").points]
     assert losses == [2.5 / step for step in range(1, 9)]
@@ -241,14 +246,17 @@ def test_a_runs_page_opened_after_several_reports_draws_every_one_then_extends_l
 
 
 def test_a_runs_finding_is_at_the_top_of_its_page_while_it_holds(
-    viewer: Viewer, local_client: TrainingClient
+    viewer: Viewer, local_client: TrainingClient, tmp_path: Path
 ) -> None:
     deadline = {"kubetrain.dev/progress-deadline-seconds": "3"}
-    local_client.create_job(python_run("stalls", STALLS, restart_policy="OnFailure", annotations=deadline))
+    back, done = tmp_path / "back", tmp_path / "done"
+    local_client.create_job(
+        python_run("stalls", STALLS, str(back), str(done), restart_policy="OnFailure", annotations=deadline)
+    )
     page = open_job(viewer, "stalls")
     finding = page.locator("#diagnosis .finding")
 
-    expect(finding).to_contain_text("ProgressDeadlineExceeded", timeout=30_000)
+    expect(finding).to_contain_text("ProgressDeadlineExceeded")
     expect(finding).to_contain_text("PyTorchJob stalls has had no progress report since")
     expect(finding).to_contain_text("(stalls-master-0)")
     expect(page.locator("#job-state")).to_have_text("Stalled")
@@ -258,9 +266,11 @@ def test_a_runs_finding_is_at_the_top_of_its_page_while_it_holds(
     viewer.screenshot("local-diagnosis")
 
     # It reports again: the finding goes while the run still trains (not because it ended).
-    expect(finding).to_have_count(0, timeout=30_000)
+    back.touch()
+    expect(finding).to_have_count(0)
     expect(page.locator("#job-state")).to_have_text("Running")
-    expect(page.locator("#job-state")).to_have_text("Succeeded", timeout=30_000)
+    done.touch()
+    expect(page.locator("#job-state")).to_have_text("Succeeded")
     expect(finding).to_have_count(0)
 
 
@@ -272,7 +282,7 @@ def test_a_failed_runs_first_failure_is_under_its_diagnosis_with_its_exit_code_a
 ) -> None:
     local_client.create_job(python_run("fails", FAILS))
     page = open_job(viewer, "fails")
-    expect(page.locator("#job-state")).to_have_text("Failed", timeout=30_000)
+    expect(page.locator("#job-state")).to_have_text("Failed")
     panel = page.locator("#first-failure")
 
     expect(panel).to_contain_text("First failure")
@@ -291,7 +301,7 @@ def test_a_run_none_of_whose_replicas_failed_shows_no_first_failure(
 ) -> None:
     local_client.create_job(local_job("fine", steps=1))
     page = open_job(viewer, "fine")
-    expect(page.locator("#job-state")).to_have_text("Succeeded", timeout=20_000)
+    expect(page.locator("#job-state")).to_have_text("Succeeded")
 
     expect(page.locator("#first-failure")).to_be_hidden()
 
@@ -304,7 +314,7 @@ def test_a_runs_page_shows_its_replicas_conditions_events_and_what_its_training_
     expect(page.locator("#job-state")).to_have_text("Running")
     expect(page.locator("#pods tbody tr").first).to_contain_text("master-0")
     expect(page.locator("#log-output")).to_contain_text("step 1 loss 0.5000")
-    expect(page.locator("#job-state")).to_have_text("Succeeded", timeout=20_000)
+    expect(page.locator("#job-state")).to_have_text("Succeeded")
     expect(page.locator("#conditions")).to_contain_text("Created")
     expect(page.locator("#conditions")).to_contain_text("Succeeded")
     expect(page.locator("#pods")).to_contain_text("Succeeded")
@@ -328,16 +338,16 @@ def test_a_run_is_suspended_resumed_and_deleted_from_its_page(
     page.click("#suspend")
     expect(page.locator("#confirm")).to_be_visible()
     page.click("#confirm-ok")
-    expect(page.locator("#job-state")).to_have_text("Suspended", timeout=60_000)
+    expect(page.locator("#job-state")).to_have_text("Suspended")
     page.click("#resume")
     page.click("#confirm-ok")
-    expect(page.locator("#job-state")).to_have_text("Running", timeout=60_000)
+    expect(page.locator("#job-state")).to_have_text("Running")
     page.click("#delete")
     page.keyboard.press("Escape")  # the confirmation is cancelled: nothing happens
     expect(page.locator("#job-state")).to_have_text("Running")
     page.click("#delete")
     page.click("#confirm-ok")
-    expect(page.locator("#job-status")).to_have_text("This job was deleted.", timeout=60_000)
+    expect(page.locator("#job-status")).to_have_text("This job was deleted.")
     assert local_client.list_jobs(all_kinds=True) == []
 
 
@@ -355,7 +365,7 @@ def test_the_new_job_form_shows_the_plan_then_creates_the_run(
     assert local_client.list_jobs(all_kinds=True) == []  # a preview creates nothing
     viewer.screenshot("local-new-job")
     page.click("#create")
-    expect(page.locator("#job-state")).to_have_text("Succeeded", timeout=30_000)
+    expect(page.locator("#job-state")).to_have_text("Succeeded")
     assert [job.name for job in local_client.list_jobs(all_kinds=True)] == ["formed"]
 
 
