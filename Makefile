@@ -12,6 +12,15 @@ PYTEST := $(BIN)/pytest
 # Only root can run a real node (containerd, network namespaces, cgroups): elsewhere the e2e tier skips, saying
 # why, and nothing is built for it.
 AS_ROOT := $(filter 0,$(shell id -u))
+# Tools' own state from what the tiers run goes into the checkout (.state/tools), not into $HOME or /tmp, where it
+# outlived the run: kubectl's discovery cache (~/.kube/cache), keras' settings file (~/.keras), torchrun's log
+# directories (/tmp/torchelastic_*: `--log-dir`, which it reads from PET_LOG_DIR) and torch inductor's cache
+# (/tmp/torchinductor_<user>). The browser tier gives Chromium a home of its own there (tests/browser_support.py).
+TOOLS_STATE := $(CURDIR)/.state/tools
+export KUBECACHEDIR := $(TOOLS_STATE)/kube-cache
+export KERAS_HOME := $(TOOLS_STATE)/keras
+export PET_LOG_DIR := $(TOOLS_STATE)/torchelastic
+export TORCHINDUCTOR_CACHE_DIR := $(TOOLS_STATE)/torchinductor
 
 .PHONY: help install run test lint test-unit test-local test-cluster envtest-build helm-build manifests docs clean \
 	image images image-tools test-images node-packages test-e2e test-e2e-own-nodes test-e2e-shared-node \

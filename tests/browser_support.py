@@ -14,6 +14,9 @@ import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
 CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_HOME = Path(__file__).resolve().parents[1] / ".state" / "tools" / "chromium"
+"""Chromium's home: what it keeps of its own beside Playwright's throwaway profile (~/.config/chromium,
+~/.cache/chromium, ~/.pki) stays in the checkout instead of the machine's home."""
 SCREENSHOTS_ENV = "KUBETRAIN_SCREENSHOTS"
 """A directory to keep the tests' screenshots in (docs/images when refreshing the docs' pictures)."""
 
@@ -23,7 +26,13 @@ def browser() -> Iterator[Browser]:
     if not CHROMIUM.exists():
         pytest.skip(f"browser tier skipped: no {CHROMIUM} (make host-packages installs Debian's chromium)")
     with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM))
+        own_home = {
+            "HOME": str(CHROMIUM_HOME),
+            "XDG_CONFIG_HOME": str(CHROMIUM_HOME / ".config"),
+            "XDG_CACHE_HOME": str(CHROMIUM_HOME / ".cache"),
+        }
+        CHROMIUM_HOME.mkdir(parents=True, exist_ok=True)
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), env={**os.environ, **own_home})
         yield launched
         launched.close()
 
