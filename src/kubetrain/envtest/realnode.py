@@ -50,7 +50,7 @@ import httpx
 import psutil
 import yaml
 
-from kubetrain.envtest import imagecache, processes
+from kubetrain.envtest import host_changes, imagecache, processes
 from kubetrain.envtest.binaries import NodeBinaries
 from kubetrain.envtest.pki import SERVICE_IP, Pki, issue_client_certificate
 
@@ -67,6 +67,9 @@ COREDNS = "coredns"
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 IPTABLES_COMMENT = "kubetrain envtest real node: kubernetes Service"
 FORWARD_COMMENT = "kubetrain envtest real nodes: pod network"
+HOST_RECORD = "host-before.json"
+"""In the run directory: the sysctls and fixed directories the nodes' components change, as they were
+before the start (``host_changes``), put back by ``remove_network``."""
 CHECKOUT = Path(__file__).resolve().parents[3]
 REQUIRED_COMMANDS = ("containerd", "containerd-shim-runc-v2", "runc", "ctr", "iptables", "ip", "podman")
 CNI_PLUGINS = Path("/usr/lib/cni")
@@ -292,7 +295,9 @@ def setup_network(run_dir: Path, nodes: list[RealNode] | None = None) -> None:
     bridge plugin later finds the bridge and its gateway address already there and attaches pods to it. The
     alias names the run directory, so a later start can tell a live node's bridge from a dead one's. The
     FORWARD rule lets pods of one node reach another's (routed between bridges) whatever the chain's policy
-    (dockerd's default sets it to DROP)."""
+    (dockerd's default sets it to DROP). What the nodes' components will change on the host as a side
+    effect is recorded first."""
+    host_changes.record(run_dir / HOST_RECORD)
     for node in nodes or [FIRST]:
         _run("ip", "link", "add", node.bridge, "type", "bridge")
         _run("ip", "link", "set", node.bridge, "alias", str(run_dir))
@@ -807,7 +812,8 @@ def teardown(run_dir: Path) -> list[str]:
 
 
 def remove_network(run_dir: Path) -> None:
-    """The DNAT and FORWARD rules, the bridges and the node directories: after the control plane has
+    """The DNAT and FORWARD rules, the bridges, the node directories and the host's sysctls and fixed
+    directories as they were before the start (``host_changes``): after the control plane has
     stopped, because the API server listens on node 0's bridge address and its shutdown hangs (until
     killed) once that is gone."""
     _remove_iptables_rules()
@@ -817,6 +823,7 @@ def remove_network(run_dir: Path) -> None:
         paths = node.paths(run_dir)
         if not mounts_under(paths.root):
             shutil.rmtree(paths.root, ignore_errors=True)
+    host_changes.restore(run_dir / HOST_RECORD)
 
 
 def leftovers(run_dir: Path, nodes: list[RealNode] | None = None) -> list[str]:

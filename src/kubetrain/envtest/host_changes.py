@@ -1,0 +1,95 @@
+"""What a real node changes on the host beyond what it names itself, recorded before its start and put back
+after its stop.
+
+The node's own processes, bridges, rules, cgroups and directories are named in ``realnode`` and removed
+there. Its components change a few more things as a side effect: the CNI bridge plugin (``isGateway``) turns
+on ``net.ipv4.ip_forward``, the kubelet (``protectKernelDefaults: false``) sets its kernel tunables
+(``vm.overcommit_memory``, ``kernel.panic`` ...), libcni caches results under ``/var/lib/cni`` and the
+containerd shims put their sockets under ``/run/containerd/s``, both fixed paths. ``record`` notes each
+sysctl's value and which of those directories are missing; ``restore`` writes back each sysctl that differs
+and removes the directories that were missing, only when empty (deepest first): a file left in one belongs to
+something still running, which keeps it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+PROC_SYS = Path("/proc/sys")
+SYSCTLS = (
+    "net.ipv4.ip_forward",  # the CNI bridge plugin, for a gateway bridge
+    "net.bridge.bridge-nf-call-iptables",
+    "vm.overcommit_memory",  # the kubelet's kernel tunables, from here on
+    "vm.panic_on_oom",
+    "kernel.panic",
+    "kernel.panic_on_oops",
+    "kernel.keys.root_maxkeys",
+    "kernel.keys.root_maxbytes",
+)
+DIRECTORIES = (Path("/var/lib/cni"), Path("/run/containerd"), Path("/run/kubetrain"))
+"""libcni's cache, the shims' socket directory (``/run/containerd/s``) and the parent of the nodes' socket
+directories (``NodePaths.socket_dir``)."""
+
+
+def _sysctl_file(name: str, proc_sys: Path) -> Path:
+    return proc_sys / name.replace(".", "/")
+
+
+def record(
+    path: Path,
+    sysctls: Sequence[str] = SYSCTLS,
+    directories: Sequence[Path] = DIRECTORIES,
+    proc_sys: Path = PROC_SYS,
+) -> None:
+    """Write the sysctls' values (those this kernel has) and the missing directories to ``path``; an
+    existing record is kept, as it holds the values from before the first start."""
+    if path.exists():
+        return
+    values = {}
+    for name in sysctls:
+        with contextlib.suppress(OSError):
+            values[name] = _sysctl_file(name, proc_sys).read_text().strip()
+    missing = [str(directory) for directory in directories if not directory.exists()]
+    path.write_text(json.dumps({"sysctls": values, "missing": missing}, indent=1) + "\n")
+
+
+def _remove_empty_tree(directory: Path) -> bool:
+    """Remove ``directory`` and its subdirectories, deepest first, each only when empty; whether it went."""
+    if directory.is_symlink() or not directory.is_dir():
+        return False
+    for root, subdirectories, _ in os.walk(directory, topdown=False):
+        for name in subdirectories:
+            with contextlib.suppress(OSError):
+                (Path(root) / name).rmdir()
+    try:
+        directory.rmdir()
+    except OSError:
+        return False
+    return True
+
+
+def restore(path: Path, proc_sys: Path = PROC_SYS) -> list[str]:
+    """Put back what ``record`` noted and remove the record; returns what was done. Nothing recorded,
+    nothing done."""
+    try:
+        recorded = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    done = []
+    for name, value in recorded["sysctls"].items():
+        file = _sysctl_file(name, proc_sys)
+        try:
+            if file.read_text().strip() != value:
+                file.write_text(f"{value}\n")
+                done.append(f"sysctl {name} back to {value}")
+        except OSError as error:
+            done.append(f"sysctl {name} not restored: {error}")
+    for missing in recorded["missing"]:
+        if _remove_empty_tree(Path(missing)):
+            done.append(f"removed {missing}")
+    path.unlink()
+    return done

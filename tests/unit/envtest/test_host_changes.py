@@ -1,0 +1,97 @@
+"""A real node's side effects on the host (sysctls its components set, fixed directories they make) are put
+back after its stop as they were before its start, and nothing that was there before is removed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kubetrain.envtest import host_changes
+
+
+@pytest.fixture
+def proc_sys(tmp_path: Path) -> Path:
+    root = tmp_path / "proc-sys"
+    (root / "net" / "ipv4").mkdir(parents=True)
+    (root / "net" / "ipv4" / "ip_forward").write_text("0\n")
+    (root / "kernel").mkdir()
+    (root / "kernel" / "panic").write_text("1\n")
+    return root
+
+
+def test_a_sysctl_a_component_changed_is_written_back(tmp_path: Path, proc_sys: Path) -> None:
+    record = tmp_path / "host-before.json"
+    host_changes.record(record, ["net.ipv4.ip_forward"], [], proc_sys)
+    (proc_sys / "net" / "ipv4" / "ip_forward").write_text("1\n")  # the CNI bridge plugin
+
+    done = host_changes.restore(record, proc_sys)
+
+    assert (proc_sys / "net" / "ipv4" / "ip_forward").read_text() == "0\n"
+    assert done == ["sysctl net.ipv4.ip_forward back to 0"]
+
+
+def test_an_unchanged_sysctl_is_not_written(tmp_path: Path, proc_sys: Path) -> None:
+    record = tmp_path / "host-before.json"
+    host_changes.record(record, ["kernel.panic"], [], proc_sys)
+
+    assert host_changes.restore(record, proc_sys) == []
+
+
+def test_a_sysctl_this_kernel_lacks_is_skipped(tmp_path: Path, proc_sys: Path) -> None:
+    record = tmp_path / "host-before.json"
+    host_changes.record(record, ["net.bridge.bridge-nf-call-iptables"], [], proc_sys)
+
+    assert host_changes.restore(record, proc_sys) == []
+
+
+def test_a_directory_made_since_the_record_goes_when_empty(tmp_path: Path, proc_sys: Path) -> None:
+    record = tmp_path / "host-before.json"
+    made = tmp_path / "run" / "containerd"
+    host_changes.record(record, [], [made], proc_sys)
+    (made / "s").mkdir(parents=True)  # the shims' socket directory, empty once they exit
+
+    done = host_changes.restore(record, proc_sys)
+
+    assert not made.exists()
+    assert done == [f"removed {made}"]
+
+
+def test_a_made_directory_still_holding_a_file_keeps_it(tmp_path: Path, proc_sys: Path) -> None:
+    record = tmp_path / "host-before.json"
+    made = tmp_path / "var" / "lib" / "cni"
+    host_changes.record(record, [], [made], proc_sys)
+    (made / "results").mkdir(parents=True)
+    (made / "networks").mkdir()
+    (made / "results" / "live-pod").write_text("{}")
+
+    host_changes.restore(record, proc_sys)
+
+    assert (made / "results" / "live-pod").exists()
+    assert not (made / "networks").exists()
+
+
+def test_a_directory_there_before_the_record_stays_even_when_empty(tmp_path: Path, proc_sys: Path) -> None:
+    record = tmp_path / "host-before.json"
+    there = tmp_path / "run" / "kubetrain"
+    there.mkdir(parents=True)
+    host_changes.record(record, [], [there], proc_sys)
+
+    host_changes.restore(record, proc_sys)
+
+    assert there.is_dir()
+
+
+def test_a_second_record_keeps_the_values_from_before_the_first_start(tmp_path: Path, proc_sys: Path) -> None:
+    record = tmp_path / "host-before.json"
+    host_changes.record(record, ["net.ipv4.ip_forward"], [], proc_sys)
+    (proc_sys / "net" / "ipv4" / "ip_forward").write_text("1\n")
+    host_changes.record(record, ["net.ipv4.ip_forward"], [], proc_sys)
+
+    host_changes.restore(record, proc_sys)
+
+    assert (proc_sys / "net" / "ipv4" / "ip_forward").read_text() == "0\n"
+
+
+def test_without_a_record_nothing_is_done(tmp_path: Path, proc_sys: Path) -> None:
+    assert host_changes.restore(tmp_path / "host-before.json", proc_sys) == []
