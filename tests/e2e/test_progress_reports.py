@@ -63,6 +63,7 @@ for step in range(1, {STEPS} + 1):
     code = report(progress, {STEPS} - step, loss=round(2.0 / step, 4))
     print(f"step {{step}} progress {{progress}} code {{code}} at {{time.time():.3f}}", flush=True)
     time.sleep(1)
+time.sleep(3600)  # still Running when a loaded machine gets to read its ETA (a finished job shows none)
 """
 )
 
