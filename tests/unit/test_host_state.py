@@ -410,6 +410,17 @@ def test_sysctls_are_read_from_proc_sys_and_a_missing_one_is_skipped(host: FakeH
     }
 
 
+def test_a_sysctl_the_lanes_changed_is_put_back_and_an_unchanged_one_left_alone(host: FakeHost) -> None:
+    forward = host.write("proc/sys/net/ipv4/ip_forward", "1\n")
+    localnet = host.write("proc/sys/net/ipv4/conf/all/route_localnet", "0\n")
+    before = snapshot(sysctls={"net.ipv4.ip_forward": "0", "net.ipv4.conf.all.route_localnet": "0"})
+
+    restored = host_state.restore_sysctls(host.root, before)
+
+    assert forward.read_text() == "0\n" and localnet.read_text() == "0\n"
+    assert restored == ["host state: net.ipv4.ip_forward put back to 0 (the lanes left 1)"]
+
+
 def test_package_files_are_the_paths_dpkg_lists(host: FakeHost) -> None:
     host.write("var/lib/dpkg/info/docker.io.list", "/.\n/etc\n/etc/docker\n")
     host.write("var/lib/dpkg/info/runc:amd64.list", "/usr/sbin/runc\n")

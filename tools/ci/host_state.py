@@ -464,6 +464,19 @@ def collect_sysctls(root: Path) -> dict[str, str]:
     return values
 
 
+def restore_sysctls(root: Path, before: Snapshot) -> list[str]:
+    """Write back each recorded sysctl whose value changed, one line each. Lanes running at once share these
+    (netavark and the real node's CNI bridge both turn on ip_forward), so no lane can put one back without
+    breaking another's networking: only the end of `make test` can."""
+    restored: list[str] = []
+    now = collect_sysctls(root)
+    for name, value in sorted(before.get("sysctls", {}).items()):
+        if name in now and now[name] != value:
+            (root / "proc/sys" / name.replace(".", "/")).write_text(value + "\n")
+            restored.append(f"host state: {name} put back to {value} (the lanes left {now[name]})")
+    return restored
+
+
 def take_snapshot(root: Path, home: PurePosixPath, own_pid: int) -> Snapshot:
     return {
         "paths": collect_paths(root, home),
@@ -556,7 +569,7 @@ def _read_snapshot(file: Path) -> Snapshot:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("action", choices=("snapshot", "compare"))
+    parser.add_argument("action", choices=("snapshot", "restore-sysctls", "compare"))
     parser.add_argument("file", type=Path)
     parser.add_argument(
         "--checkout",
@@ -578,6 +591,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, ValueError, KeyError, AttributeError) as error:
         print(f"host state: cannot compare: {error}", file=sys.stderr)
         return 2
+    if arguments.action == "restore-sysctls":
+        print("\n".join(restore_sysctls(root, before)))
+        return 0
     now = take_snapshot(root, home, os.getpid())
     user = pwd.getpwuid(os.getuid()).pw_name
     allowed = allowed_places(PurePosixPath(arguments.checkout.resolve()), home, user)
