@@ -29,6 +29,7 @@ from browser_support import browser, viewer_for
 from e2e.realpods import RealCluster, scratch_namespace, wait_until
 from kubetrain.envtest import controlplane, coscheduler, jobset, realnode
 from kubetrain.envtest.kubeapi import KubeApi
+from waiting import PATIENCE
 
 OVERLAY = Path(__file__).resolve().parent / "operator-overlay"
 SHARED_RUN_DIR_ENV = "KUBETRAIN_E2E_ENVTEST_DIR"
@@ -113,7 +114,7 @@ def operator(real_cluster: RealCluster, gang_scheduler: str) -> Iterator[RealClu
         "the operator Deployment available",
         lambda: real_cluster.api.get(DEPLOYMENT).get("status", {}).get("availableReplicas") == 1,
         # On a shared node, also while another run's test_helm.py holds it at 0 replicas.
-        480.0 if shared else 120.0,
+        480.0 if shared else PATIENCE,
     )
     yield real_cluster
     if not shared:
