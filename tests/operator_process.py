@@ -11,16 +11,19 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from waiting import PATIENCE
+
 KUBETRAIN = Path(sys.executable).parent / "kubetrain"
 
 
 @contextmanager
 def running_operator(
-    kubeconfig: Path, namespace: str | None, log_path: Path, flags: Sequence[str] = ()
+    kubeconfig: Path, namespace: str | None, log_path: Path, flags: Sequence[str] = (), show_log: bool = True
 ) -> Iterator[None]:
     """``kubetrain operator`` watching only ``namespace`` (other tests share the cluster; None: every
-    namespace), with ``flags``; its log is printed afterwards, so a failing test shows what the operator
-    did."""
+    namespace), with ``flags``; its log is printed afterwards (unless not ``show_log``), so a failing test
+    shows what the operator did. Leaving stops it as its Deployment would: SIGTERM, then its graceful
+    shutdown (the Lease released, the last reports written), however long a busy machine makes that."""
     command = [str(KUBETRAIN), "operator", "--kubeconfig", str(kubeconfig)]
     command += ["--namespace", namespace] if namespace is not None else []
     command += ["--metrics-bind-address", "0", "--health-probe-bind-address", "0", *flags]
@@ -31,8 +34,9 @@ def running_operator(
     finally:
         process.send_signal(signal.SIGTERM)
         try:
-            process.wait(15)
+            process.wait(PATIENCE)
         except subprocess.TimeoutExpired:
             process.kill()
-            process.wait(5)
-        print(f"--- operator log\n{log_path.read_text(errors='replace')[-4000:]}")
+            process.wait(PATIENCE)
+        if show_log:
+            print(f"--- operator log\n{log_path.read_text(errors='replace')[-4000:]}")

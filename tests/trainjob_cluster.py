@@ -5,18 +5,16 @@ run the real one)."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from kubetrain.envtest import jobset
 from kubetrain.envtest.crds import install_crd_files, install_crds
 from kubetrain.envtest.kubeapi import KubeApi
 from kubetrain.envtest.poddriver import PodDriver
 from kubetrain.frameworks.trainer.builtin import builtin_runtime_documents
+from waiting import eventually
 
-T = TypeVar("T")
 CRDS = Path(__file__).resolve().parents[1] / "manifests" / "crds"
 
 TRAINER = "/apis/trainer.kubeflow.org/v1alpha1"
@@ -111,14 +109,3 @@ def install_trainjob_crds(kube_api: KubeApi) -> None:
         path = f"{TRAINER}/clustertrainingruntimes"
         if not kube_api.exists(f"{path}/{document['metadata']['name']}"):
             kube_api.create(path, document)
-
-
-def eventually(probe: Callable[[], T | None], timeout: float = 30.0) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = probe()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout:g}s")
-        time.sleep(0.1)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from kubetrain.envtest.kubeapi import KubeApi, KubeObject
+from waiting import eventually
 
 
 def pod_manifest(name: str, gpus: int = 0, restart_policy: str = "Never", **metadata: Any) -> KubeObject:
@@ -42,10 +42,6 @@ def scheduled_condition(pod: KubeObject) -> KubeObject:
     return next((c for c in conditions if c["type"] == "PodScheduled"), {})
 
 
-def wait_gone(api: KubeApi, path: str, timeout: float = 30.0) -> None:
+def wait_gone(api: KubeApi, path: str) -> None:
     """Wait until GET ``path`` answers 404."""
-    deadline = time.monotonic() + timeout
-    while api.exists(path):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{path} still exists after {timeout:.0f} s")
-        time.sleep(0.1)
+    eventually(lambda: not api.exists(path), f"{path} gone")

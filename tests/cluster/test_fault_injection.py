@@ -15,6 +15,7 @@ import pytest
 from kubetrain.envtest import controlplane
 from kubetrain.envtest.kubeapi import ApiError, KubeApi
 from kubetrain.envtest.pytest_plugin import EnvtestCluster
+from waiting import PATIENCE
 
 pytestmark = pytest.mark.cluster
 
@@ -46,7 +47,7 @@ def test_objects_survive_an_api_server_crash_and_restart_and_an_open_watch_ends(
 
     controlplane.restart_component(run_dir, "kube-apiserver", crash=True)
 
-    assert watch_ended.wait(timeout=30), "a watch outlived the API server it was open on"
+    assert watch_ended.wait(timeout=PATIENCE), "a watch outlived the API server it was open on"
     assert kube_api.get(f"{configmaps}/kept")["data"] == {"k": "v"}
 
 

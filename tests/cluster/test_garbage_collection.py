@@ -7,6 +7,7 @@ from cluster_pods import create_pod, is_bound, pod_manifest, wait_gone
 
 from kubetrain.envtest.kubeapi import KubeApi, KubeObject
 from kubetrain.envtest.poddriver import PodDriver, pod_path, wait_for_pod
+from waiting import PATIENCE
 
 pytestmark = pytest.mark.cluster
 
@@ -36,7 +37,7 @@ def test_deleting_the_owner_garbage_collects_its_owned_running_pod(
 ) -> None:
     owner = _owner(kube_api, namespace)
     pod = create_pod(kube_api, namespace, pod_manifest("owned", ownerReferences=_owned_by(owner)))
-    pod_driver.run(wait_for_pod(kube_api, pod, is_bound))
+    pod_driver.run(wait_for_pod(kube_api, pod, is_bound, PATIENCE))
 
     kube_api.delete(f"/api/v1/namespaces/{namespace}/configmaps/owner")
 
@@ -48,7 +49,7 @@ def test_foreground_deletion_of_the_owner_completes_after_its_pod_is_gone(
 ) -> None:
     owner = _owner(kube_api, namespace)
     pod = create_pod(kube_api, namespace, pod_manifest("owned", ownerReferences=_owned_by(owner)))
-    pod_driver.run(wait_for_pod(kube_api, pod, is_bound))
+    pod_driver.run(wait_for_pod(kube_api, pod, is_bound, PATIENCE))
 
     kube_api.delete(f"/api/v1/namespaces/{namespace}/configmaps/owner", {"propagationPolicy": "Foreground"})
 

@@ -4,7 +4,6 @@ and annotated by JobSet; its status follows the pods the pod driver finishes."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -13,6 +12,7 @@ import pytest
 from kubetrain.envtest.kubeapi import KubeApi, KubeObject
 from kubetrain.envtest.poddriver import PodDriver
 from kubetrain.envtest.pytest_plugin import EnvtestCluster
+from waiting import eventually
 
 pytestmark = pytest.mark.cluster
 
@@ -21,7 +21,6 @@ JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
 JOB_INDEX = "jobset.sigs.k8s.io/job-index"
 RESTART_ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
-TIMEOUT = 60.0
 
 
 def replicated_job(name: str, replicas: int, pods: int) -> KubeObject:
@@ -62,17 +61,6 @@ def two_role_jobset(name: str, **spec: Any) -> KubeObject:
 
 def create(api: KubeApi, namespace: str, jobset: KubeObject) -> KubeObject:
     return api.create(JOBSETS.format(namespace=namespace), jobset)
-
-
-def eventually(probe: Callable[[], Any], what: str, timeout: float = TIMEOUT) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: not within {timeout:.0f} s")
-        time.sleep(0.1)
 
 
 def jobs(api: KubeApi, namespace: str, name: str) -> list[KubeObject]:

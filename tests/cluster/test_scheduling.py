@@ -8,6 +8,7 @@ from cluster_pods import create_pod, is_bound, pod_manifest, scheduled_condition
 from kubetrain.envtest.kubeapi import KubeApi
 from kubetrain.envtest.nodes import FAKE_NODE_LABEL, GPU_RESOURCE
 from kubetrain.envtest.poddriver import wait_for_pod
+from waiting import PATIENCE
 
 pytestmark = pytest.mark.cluster
 
@@ -15,7 +16,7 @@ pytestmark = pytest.mark.cluster
 def test_pod_requesting_gpus_is_bound_to_a_fake_node_with_enough(kube_api: KubeApi, namespace: str) -> None:
     pod = create_pod(kube_api, namespace, pod_manifest("one-gpu", gpus=1))
 
-    bound = wait_for_pod(kube_api, pod, is_bound)
+    bound = wait_for_pod(kube_api, pod, is_bound, PATIENCE)
 
     node = kube_api.get(f"/api/v1/nodes/{bound['spec']['nodeName']}")
     assert node["metadata"]["labels"][FAKE_NODE_LABEL] == "true"
@@ -29,7 +30,9 @@ def test_pod_requesting_more_gpus_than_any_node_has_stays_pending_as_unschedulab
     most = max(int(node["status"]["allocatable"][GPU_RESOURCE]) for node in nodes)
     pod = create_pod(kube_api, namespace, pod_manifest("too-many-gpus", gpus=most + 1))
 
-    pending = wait_for_pod(kube_api, pod, lambda p: scheduled_condition(p).get("reason") == "Unschedulable")
+    pending = wait_for_pod(
+        kube_api, pod, lambda p: scheduled_condition(p).get("reason") == "Unschedulable", PATIENCE
+    )
 
     assert not is_bound(pending)
     assert pending["status"]["phase"] == "Pending"

@@ -111,3 +111,39 @@ def python_job(
     if run_policy:
         spec["runPolicy"] = run_policy
     return {"apiVersion": "kubeflow.org/v1", "kind": kind, "metadata": {"name": name}, "spec": spec}
+
+
+MASTER_AFTER_WORKERS = """
+import os, pathlib, time
+
+
+def gone(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+while True:
+    pids = [int(file.read_text() or 0) for file in pathlib.Path({directory}).glob("rank-*")]
+    if len(pids) == {workers} and all(pid and gone(pid) for pid in pids):
+        break
+    time.sleep(0.05)
+"""
+
+WORKER_DONE = """
+import os, pathlib, sys
+sys.stdout.flush()
+pathlib.Path({directory}, "rank-" + os.environ["RANK"]).write_text(str(os.getpid()))
+"""
+
+
+def master_last(directory: Path, rank: str, workers: int) -> tuple[str, str]:
+    """(master, worker) scripts that each run ``rank``, the master only once every worker's process has
+    ended: a PyTorchJob ends with its master's success, which would stop a worker still running. Each
+    worker leaves its pid in ``directory``, so the order holds however slowly a loaded machine runs them."""
+    directory.mkdir(exist_ok=True)
+    where = repr(str(directory))
+    master = MASTER_AFTER_WORKERS.format(directory=where, workers=workers) + rank
+    return master, rank + "\n" + WORKER_DONE.format(directory=where)

@@ -14,16 +14,42 @@ from local.local_run import kubetrain_run, python_job, write_manifest
 
 pytestmark = pytest.mark.local
 
-MASTER = "print('epoch 3', flush=True); print('loss is nan', flush=True); raise SystemExit(1)"
-WORKER = "import time; time.sleep(2); raise SystemExit(3)"
+MASTER = (
+    "import os, pathlib, sys\n"
+    "pathlib.Path(sys.argv[1]).write_text(str(os.getpid()))\n"
+    "print('epoch 3', flush=True); print('loss is nan', flush=True); raise SystemExit(1)"
+)
+WORKER = """
+import os, pathlib, sys, time
+
+
+def master_gone():
+    try:
+        pid = int(pathlib.Path(sys.argv[1]).read_text())
+    except (FileNotFoundError, ValueError):
+        return False  # not started yet, or its pid half written
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+while not master_gone():
+    time.sleep(0.05)
+raise SystemExit(3)
+"""
+"""Fails only once the master's failed process is gone (the runner has reaped it, so it has seen it fail):
+the order holds however slowly a loaded machine starts either."""
 
 
 def test_the_replica_that_failed_first_is_kept_with_its_exit_code_and_last_lines(
     tmp_path: Path, state_dir: Path
 ) -> None:
+    master_pid = str(tmp_path / "master.pid")
     job = python_job(
         "first-fails",
-        {"Master": (1, ["-c", MASTER]), "Worker": (1, ["-c", WORKER])},
+        {"Master": (1, ["-c", MASTER, master_pid]), "Worker": (1, ["-c", WORKER, master_pid])},
         restart_policy="OnFailure",
         run_policy={"backoffLimit": 1, "cleanPodPolicy": "All"},
     )

@@ -67,9 +67,18 @@ def test_restart_scope_job_stops_every_replica_and_starts_them_again_together(
     tmp_path: Path, state_dir: Path
 ) -> None:
     marker = tmp_path / "attempted"
+    # The master's first run lasts until the job restart stops it, however late a loaded machine starts the
+    # worker that fails; its second run succeeds at once.
+    master = (
+        "import pathlib, sys, time\nran = pathlib.Path(sys.argv[1])\n"
+        "if ran.exists(): sys.exit(0)\nran.touch()\ntime.sleep(3600)"
+    )
     job = python_job(
         "whole-job",
-        {"Master": (1, ["-c", "import time; time.sleep(4)"]), "Worker": (1, [EXIT_WITH, "3", str(marker)])},
+        {
+            "Master": (1, ["-c", master, str(tmp_path / "master-ran")]),
+            "Worker": (1, [EXIT_WITH, "3", str(marker)]),
+        },
         restart_policy="OnFailure",
         run_policy={"backoffLimit": 2},
     )

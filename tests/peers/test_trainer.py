@@ -8,8 +8,7 @@ gate on.)"""
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -17,6 +16,7 @@ import pytest
 from kubetrain.envtest import binaries, peers
 from kubetrain.envtest.kubeapi import KubeApi, KubeObject
 from kubetrain.envtest.pytest_plugin import EnvtestCluster
+from waiting import eventually as eventually
 
 from .peer_runner import DUMP, Case, Side, run_on
 from .peer_suite import Cluster, Phase, Running, running, trainer, trainer_crds
@@ -26,19 +26,7 @@ pytestmark = pytest.mark.peers
 TRAINJOBS = "/apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs"
 JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets"
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
-TIMEOUT = 60.0
 NODES = 2
-
-
-def eventually(probe: Callable[[], Any], what: str, timeout: float = TIMEOUT) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: not within {timeout:.0f} s")
-        time.sleep(0.2)
 
 
 def trainer_running(cluster: Cluster, feature_gates: Mapping[str, bool]) -> Iterator[tuple[str, Running]]:
@@ -81,6 +69,12 @@ def pods_of(api: KubeApi, namespace: str, name: str) -> list[KubeObject]:
     return list(api.get(f"/api/v1/namespaces/{namespace}/pods", selector)["items"])
 
 
+def all_pods_of(api: KubeApi, namespace: str, name: str) -> list[KubeObject] | None:
+    """The TrainJob's pods once there is one for each node."""
+    found = pods_of(api, namespace, name)
+    return found if len(found) == NODES else None
+
+
 def made_for(api: KubeApi, namespace: str, name: str) -> dict[str, Any]:
     """The TrainJob and what was made for it, in the order it was made."""
     return {
@@ -114,7 +108,7 @@ def test_a_torch_distributed_trainjob_becomes_a_jobset_with_its_jobs_and_pods(
     api, namespace = cluster.api, trainer_namespace
     job = api.create(TRAINJOBS.format(namespace=namespace), train_job("torch"))
 
-    pods = eventually(lambda: (p := pods_of(api, namespace, "torch")) and len(p) == NODES and p, "pods")
+    pods = eventually(lambda: all_pods_of(api, namespace, "torch"), "pods")
     objects = made_for(api, namespace, "torch")
     show("trainjob-torch-distributed", objects)
 
@@ -135,7 +129,7 @@ def test_a_torch_distributed_trainjob_becomes_a_jobset_with_its_jobs_and_pods(
 def test_its_pods_succeeding_complete_the_trainjob(cluster: Cluster, trainer_namespace: str) -> None:
     api, namespace = cluster.api, trainer_namespace
     api.create(TRAINJOBS.format(namespace=namespace), train_job("done"))
-    pods = eventually(lambda: (p := pods_of(api, namespace, "done")) and len(p) == NODES and p, "pods")
+    pods = eventually(lambda: all_pods_of(api, namespace, "done"), "pods")
 
     for pod in pods:
         cluster.driver.run(pod)

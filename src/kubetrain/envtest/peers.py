@@ -16,9 +16,10 @@ training-operator needs what its Pod would have: its namespace (``MY_POD_NAMESPA
 webhook matches no resource (the rotator injects its CA there; the API server never calls it, as there is no
 Service to reach the operator through), and the Secret's certificate in
 ``/tmp/k8s-webhook-server/serving-certs/`` as a volume mount would put it (a path upstream does not let one
-change: starts are serialised under a lock so two at once never swap certificates). The mpi-operator takes a
-leader-election Lease in a namespace of its own and always serves its health check on port 8080 (a constant
-in v0.6.0): one runs on a machine at a time, under a lock.
+change: as root, each start binds a directory of its own there in a mount namespace of its own, so the
+machine keeps no such path; otherwise starts are serialised under a lock so two never swap certificates).
+The mpi-operator takes a leader-election Lease in a namespace of its own and always serves its health check
+on port 8080 (a constant in v0.6.0): one runs on a machine at a time, under a lock.
 
 Trainer has no namespace option: it reconciles the TrainJobs of every namespace (each one whose ``managedBy``
 is unset or its own; the CRD's CEL allows only that or ``kueue.x-k8s.io/multikueue``), so no second TrainJob
@@ -293,19 +294,21 @@ def noop_webhook_configuration(namespace: str) -> KubeObject:
     }
 
 
-def _mount_certificates(api: KubeApi, namespace: str, process: PeerProcess, timeout: float = 60) -> None:
-    """Copy the Secret the rotator filled to the directory upstream reads its certificate from, as the kubelet
-    would mount it."""
+def _mount_certificates(
+    api: KubeApi, namespace: str, process: PeerProcess, directory: Path, timeout: float = 60
+) -> None:
+    """Copy the Secret the rotator filled to ``directory``, which upstream sees as its certificate directory,
+    as the kubelet would mount it."""
     path = f"/api/v1/namespaces/{namespace}/secrets/{WEBHOOK_SECRET}"
 
     def filled() -> bool:
         data = api.get(path).get("data") or {}
         if not (data.get("tls.crt") and data.get("tls.key")):
             return False
-        CERT_DIR.mkdir(parents=True, exist_ok=True)
+        directory.mkdir(parents=True, exist_ok=True)
         for key in ("tls.crt", "tls.key", "ca.crt"):
             if key in data:
-                (CERT_DIR / key).write_bytes(base64.b64decode(data[key]))
+                (directory / key).write_bytes(base64.b64decode(data[key]))
         return True
 
     _wait_for(filled, timeout, "upstream's cert rotator filling its Secret", process)
@@ -351,14 +354,20 @@ def start_training_operator(
     command += ["--metrics-bind-address", metrics, "--health-probe-bind-address", "0"]
     command += ["--webhook-server-port", str(free_port()), *flags]
     env = {**os.environ, "KUBECONFIG": str(kubeconfig), "MY_POD_NAMESPACE": namespace}
-    # The certificate directory is one for the machine: one start at a time, until its rotator has checked it.
+    # As root, the operator runs in a mount namespace where CERT_DIR is this start's own directory, and
+    # nothing is left on the machine. Otherwise CERT_DIR is the machine's: one start at a time, until its
+    # rotator has checked it.
+    certificates = log_path.with_suffix(".d") / "serving-certs" if os.geteuid() == 0 else CERT_DIR
+    if certificates != CERT_DIR:
+        certificates.mkdir(parents=True, exist_ok=True)
+        command = in_private_mounts(command, {CERT_DIR: certificates})
     with _locked("kubetrain-training-operator-certs.lock"):
-        for stale in CERT_DIR.glob("*"):
+        for stale in certificates.glob("*"):
             stale.unlink()
         with log_path.open("wb") as log:
             popen = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
         process = PeerProcess("training-operator", popen, log_path)
-        _mount_certificates(api, namespace, process)
+        _mount_certificates(api, namespace, process, certificates)
         controllers = [f"{scheme}-controller" for scheme in schemes]
         _wait_for(
             lambda: _started_workers(process.log, controllers), timeout, "training-operator start", process

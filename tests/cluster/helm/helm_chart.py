@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from kubetrain.envtest import binaries
+from waiting import PATIENCE
 
 ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "charts" / "kubetrain"
@@ -36,8 +37,12 @@ def build_helm() -> Path:
     return Path(done.stdout.strip())
 
 
+HUNG = 2 * PATIENCE
+"""Seconds after which a helm or kubectl run is taken to hang: past a ``kubectl wait --timeout=PATIENCE``."""
+
+
 def run(command: list[str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=180, check=False)
+    return subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=HUNG, check=False)
 
 
 def documents(text: str) -> list[dict[str, Any]]:
@@ -78,7 +83,7 @@ class Helm:
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [str(self.binary), *args], capture_output=True, text=True, timeout=180, check=False, env=self.env
+            [str(self.binary), *args], capture_output=True, text=True, timeout=HUNG, check=False, env=self.env
         )
 
     def template_text(self, *args: str, namespace: str = RELEASE_NAMESPACE) -> str:

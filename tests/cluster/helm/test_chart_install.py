@@ -8,7 +8,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from kubetrain.envtest import controlplane
 from kubetrain.envtest.crds import install_crds
 from kubetrain.envtest.kubeapi import KubeApi
 from kubetrain.envtest.pytest_plugin import EnvtestCluster
+from waiting import PATIENCE, eventually
 
 pytestmark = pytest.mark.cluster
 
@@ -61,7 +61,7 @@ def service_monitor_crd(envtest: EnvtestCluster) -> Iterator[None]:
         envtest.kubeconfig,
         "wait",
         "--for=condition=Established",
-        "--timeout=60s",
+        f"--timeout={PATIENCE:g}s",
         "crd/servicemonitors.monitoring.coreos.com",
     )
     assert established.returncode == 0, established.stderr
@@ -200,10 +200,8 @@ def test_the_operator_accepts_the_deployments_arguments_and_becomes_ready(
     with (tmp_path / "operator.log").open("wb") as log:
         operator = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
         try:
-            deadline = time.monotonic() + 60
-            while not ready(health) and operator.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.2)
+            eventually(lambda: ready(health) or operator.poll() is not None, "the operator ready or exited")
             assert ready(health), (tmp_path / "operator.log").read_text()
         finally:
             operator.send_signal(signal.SIGTERM)
-            operator.wait(30)
+            operator.wait(PATIENCE)

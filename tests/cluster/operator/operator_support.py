@@ -6,15 +6,14 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from kubetrain.api.jobs import JOB_MODELS
 from kubetrain.envtest.kubeapi import ApiError, KubeApi, KubeObject
-
-T = TypeVar("T")
+from waiting import PATIENCE
+from waiting import eventually as eventually
 
 KUBETRAIN = Path(sys.executable).parent / "kubetrain"
 GROUP = "/apis/kubeflow.org/v1"
@@ -52,7 +51,7 @@ class OperatorProcess:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
-    def terminate(self, timeout: float = 15.0) -> int:
+    def terminate(self, timeout: float = PATIENCE) -> int:
         """SIGTERM and wait: the operator's graceful shutdown."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
@@ -65,24 +64,12 @@ class OperatorProcess:
         """SIGKILL: no shutdown at all, as when a node dies."""
         if self.process.poll() is None:
             self.process.kill()
-        self.process.wait(10)
+        self.process.wait(PATIENCE)
         self._log.close()
 
 
 StartOperator = Callable[..., OperatorProcess]
 """``start_operator(*flags, watch_namespace=..., env=...)``: the fixture that starts operators for a test."""
-
-
-def eventually(probe: Callable[[], T | None], timeout: float = 30.0, what: str = "condition") -> T:
-    """Poll ``probe`` until it returns something truthy; AssertionError naming ``what`` otherwise."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = probe()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} did not happen within {timeout:g}s")
-        time.sleep(0.1)
 
 
 def job_collection(kind: str, namespace: str) -> str:
@@ -109,14 +96,12 @@ def condition_true(job: KubeObject, type_: str) -> KubeObject | None:
     return None
 
 
-def wait_condition(
-    api: KubeApi, kind: str, namespace: str, name: str, type_: str, timeout: float = 30.0
-) -> KubeObject:
+def wait_condition(api: KubeApi, kind: str, namespace: str, name: str, type_: str) -> KubeObject:
     def probe() -> KubeObject | None:
         job = get_job(api, kind, namespace, name)
         return job if condition_true(job, type_) else None
 
-    return eventually(probe, timeout, f"{kind} {namespace}/{name} condition {type_}=True")
+    return eventually(probe, f"{kind} {namespace}/{name} condition {type_}=True")
 
 
 def pods(api: KubeApi, namespace: str, selector: str = "") -> list[KubeObject]:
@@ -132,16 +117,14 @@ def names(objects: Sequence[KubeObject]) -> list[str]:
     return sorted(o["metadata"]["name"] for o in objects)
 
 
-def wait_pods(
-    api: KubeApi, namespace: str, expected: Sequence[str], timeout: float = 30.0
-) -> list[KubeObject]:
+def wait_pods(api: KubeApi, namespace: str, expected: Sequence[str]) -> list[KubeObject]:
     """Wait until exactly the pods ``expected`` exist (none terminating)."""
 
     def probe() -> tuple[list[KubeObject]] | None:
         current = [p for p in pods(api, namespace) if not p["metadata"].get("deletionTimestamp")]
         return (current,) if names(current) == sorted(expected) else None  # a tuple: [] is an answer too
 
-    return eventually(probe, timeout, f"pods {sorted(expected)} in {namespace}")[0]
+    return eventually(probe, f"pods {sorted(expected)} in {namespace}")[0]
 
 
 def pod(api: KubeApi, namespace: str, name: str) -> KubeObject:

@@ -18,6 +18,7 @@ from typing import Any
 from operator_support import OperatorProcess, StartOperator, eventually
 
 from kubetrain.envtest.kubeapi import ApiError, KubeApi, KubeObject
+from waiting import PATIENCE
 
 CA_CONFIG_MAP = "kubetrain-status-ca"
 SECRET = "training-operator-status-tls"
@@ -57,16 +58,16 @@ def start_endpoint(
         namespace,
         *flags,
     )
-    eventually(lambda: "status endpoint: serving" in operator.log, 30, "the status endpoint serving")
+    eventually(lambda: "status endpoint: serving" in operator.log, "the status endpoint serving")
     # Until then a job not found may only be a job not listed yet: the endpoint answers 503, retry.
-    eventually(lambda: "caches synced" in operator.log, 30, "the operator's caches synced")
+    eventually(lambda: "caches synced" in operator.log, "the operator's caches synced")
     return Endpoint(operator, port, namespace)
 
 
 def wait_default_service_account(api: KubeApi, namespace: str) -> None:
     """The controller-manager makes it a moment after the namespace; tokens are minted for it."""
     path = f"/api/v1/namespaces/{namespace}/serviceaccounts/default"
-    eventually(lambda: api.get_or_none(path), 30, "the default ServiceAccount")
+    eventually(lambda: api.get_or_none(path), "the default ServiceAccount")
 
 
 def mint_token(api: KubeApi, pod: KubeObject, audience: str, seconds: int = 3600) -> str:
@@ -150,14 +151,13 @@ def _field(pod: KubeObject, source: dict[str, Any]) -> str:
 
 def _config_map(api: KubeApi, namespace: str, name: str) -> KubeObject:
     path = f"/api/v1/namespaces/{namespace}/configmaps/{name}"
-    found: KubeObject = eventually(lambda: api.get_or_none(path), 30, f"ConfigMap {name}")
+    found: KubeObject = eventually(lambda: api.get_or_none(path), f"ConfigMap {name}")
     return found
 
 
 def ca_bundle(api: KubeApi, namespace: str) -> str:
     config_map = eventually(
         lambda: api.get_or_none(f"/api/v1/namespaces/{namespace}/configmaps/{CA_CONFIG_MAP}"),
-        30,
         "the CA ConfigMap",
     )
     return str(config_map["data"]["ca.crt"])
@@ -172,7 +172,7 @@ def post(url: str, ca: str, body: bytes | dict[str, Any], token: str | None) -> 
     request = urllib.request.Request(url, data=data, method="POST", headers=headers)
     try:
         with urllib.request.urlopen(
-            request, context=ssl.create_default_context(cadata=ca), timeout=10
+            request, context=ssl.create_default_context(cadata=ca), timeout=PATIENCE
         ) as answer:
             return answer.status, json.loads(answer.read())
     except urllib.error.HTTPError as error:

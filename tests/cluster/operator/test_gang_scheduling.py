@@ -89,7 +89,7 @@ def test_volcano_gets_a_pod_group_and_pods_only_once_it_is_admitted(
     assert not pods(kube_api, namespace), "no pod before Volcano admits the group"
 
     kube_api.patch(group_path, {"status": {"phase": "Inqueue"}})
-    wait_pods(kube_api, namespace, ALL_PODS, timeout=15)
+    wait_pods(kube_api, namespace, ALL_PODS)
     worker = pod(kube_api, namespace, "j-worker-1")
     assert worker["spec"]["schedulerName"] == "volcano"
     assert worker["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "j"

@@ -221,9 +221,7 @@ def test_the_operator_runs_a_job_to_ttl_deletion_as_its_service_account(
     pod_driver.run((namespace, "j-master-0"))
     pod_driver.succeed((namespace, "j-master-0"))
     wait_condition(kube_api, "PyTorchJob", namespace, "j", "Succeeded")
-    eventually(
-        lambda: gone(kube_api, job_path("PyTorchJob", namespace, "j")), timeout=15, what="TTL deletion"
-    )
+    eventually(lambda: gone(kube_api, job_path("PyTorchJob", namespace, "j")), what="TTL deletion")
 
 
 def test_the_operator_keeps_its_status_endpoint_as_its_service_account(
@@ -244,10 +242,9 @@ def test_the_operator_keeps_its_status_endpoint_as_its_service_account(
         endpoint.url("j"), ca_bundle(kube_api, namespace), {"trainerStatus": {"progressPercentage": 7}}, token
     )
     assert code == 200, answer
-    eventually(lambda: trainer_status(kube_api, namespace, "j"), 5, "the report in the job's status")
+    eventually(lambda: trainer_status(kube_api, namespace, "j"), "the report in the job's status")
     eventually(
         lambda: kube_api.get_or_none(f"/api/v1/namespaces/{namespace}/configmaps/j-progress-history"),
-        10,
         "the history ConfigMap",
     )
     assert "forbidden" not in endpoint.operator.log.lower()

@@ -148,7 +148,7 @@ def test_clean_pod_policy_all_deletes_the_workers_but_keeps_the_launcher_job(
         driver.run((namespace, "pi-worker-0"))
         launcher = eventually(lambda: launcher_pod(kube_api, namespace, "pi"), what="launcher pod")
         driver.succeed((namespace, launcher["metadata"]["name"]))
-        eventually(lambda: condition(kube_api, namespace, "pi", "Succeeded"), 60, "Succeeded")
+        eventually(lambda: condition(kube_api, namespace, "pi", "Succeeded"), "Succeeded")
         wait_workers(kube_api, namespace, [])
     assert batch_job(kube_api, namespace, "pi-launcher") is not None
 
@@ -210,7 +210,7 @@ def test_launcher_success_makes_the_mpijob_succeeded(
         driver.run((namespace, launcher["metadata"]["name"]))
         eventually(lambda: condition(kube_api, namespace, "pi", "Running"), what="Running")
         driver.succeed((namespace, launcher["metadata"]["name"]))
-        succeeded = eventually(lambda: condition(kube_api, namespace, "pi", "Succeeded"), 60, "Succeeded")
+        succeeded = eventually(lambda: condition(kube_api, namespace, "pi", "Succeeded"), "Succeeded")
     assert succeeded["reason"] == "MPIJobSucceeded"
 
 
@@ -222,7 +222,7 @@ def test_launcher_failure_past_backoff_limit_fails_the_mpijob_with_the_jobs_reas
     with PodDriver(kube_api) as driver:
         launcher = eventually(lambda: launcher_pod(kube_api, namespace, "pi"), what="launcher pod")
         driver.fail((namespace, launcher["metadata"]["name"]), reason="Error")
-        failed = eventually(lambda: condition(kube_api, namespace, "pi", "Failed"), 60, "Failed")
+        failed = eventually(lambda: condition(kube_api, namespace, "pi", "Failed"), "Failed")
     assert failed["reason"].startswith("BackoffLimitExceeded/")
 
 

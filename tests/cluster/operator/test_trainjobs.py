@@ -157,7 +157,7 @@ def test_the_active_deadline_fails_the_trainjob_and_deletes_its_jobset(
 ) -> None:
     start_operator()
     _create(kube_api, namespace, _trainjob("late", activeDeadlineSeconds=2))
-    failed = eventually(lambda: _condition(kube_api, namespace, "late", "Failed"), timeout=30, what="Failed")
+    failed = eventually(lambda: _condition(kube_api, namespace, "late", "Failed"), what="Failed")
     assert (failed["reason"], failed["message"]) == (
         "DeadlineExceeded",
         "TrainJob exceeded its active deadline",

@@ -47,7 +47,7 @@ def _pods(api: KubeApi, namespace: str, name: str, count: int) -> list[KubeObjec
         found = api.get(f"/api/v1/namespaces/{namespace}/pods", {"labelSelector": selector})["items"]
         return found if len(found) == count else None
 
-    pods: list[KubeObject] = eventually(listed, 60, f"{count} pods of JobSet {name}")
+    pods: list[KubeObject] = eventually(listed, f"{count} pods of JobSet {name}")
     return sorted(pods, key=lambda p: p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"])
 
 
@@ -69,7 +69,7 @@ def test_a_trainjob_completes_when_its_jobsets_pods_succeed(
         pod_driver.run((namespace, pod["metadata"]["name"]))
     for pod in pods:
         pod_driver.succeed((namespace, pod["metadata"]["name"]))
-    complete = eventually(lambda: _condition(kube_api, namespace, "ddp", "Complete"), 60, "Complete")
+    complete = eventually(lambda: _condition(kube_api, namespace, "ddp", "Complete"), "Complete")
     assert (complete["reason"], complete["message"]) == ("AllJobsCompleted", "jobset completed successfully")
     status = kube_api.get(f"{TRAINER}/namespaces/{namespace}/trainjobs/ddp")["status"]
     assert [(s["name"], s["succeeded"]) for s in status["jobsStatus"]] == [("node", 1)]
@@ -105,7 +105,6 @@ def test_trainers_own_status_script_sets_a_trainjobs_trainer_status(
         lambda: trainer_status(
             kube_api, namespace, "reporting", plural="trainjobs", api_version="trainer.kubeflow.org/v1alpha1"
         ),
-        10,
         "trainerStatus",
     )
     assert (written["progressPercentage"], written["estimatedRemainingSeconds"]) == (42, 120)

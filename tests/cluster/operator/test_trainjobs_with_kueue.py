@@ -134,22 +134,19 @@ def _admitted_and_running(api: KubeApi, namespace: str, name: str, held: bool = 
     """Once Kueue admitted the TrainJob: unsuspended, its JobSet too, its node pods made; the pods. One the
     operator saw ``held`` (suspended) is ``Resumed``; Kueue may admit a TrainJob before the operator sees it
     suspended at all, and then, as with Trainer, it never had a ``Suspended`` condition."""
-    eventually(lambda: _admitted(api, namespace, name), TIMEOUT, f"{name} admitted by Kueue")
+    eventually(lambda: _admitted(api, namespace, name), f"{name} admitted by Kueue")
     eventually(
         lambda: _trainjob(api, namespace, name)["spec"]["suspend"] is False,
-        TIMEOUT,
         f"{name} unsuspended by Kueue",
     )
     if held:
         resumed = eventually(
             lambda: _trainjob_condition(api, namespace, name, "Suspended", "False"),
-            TIMEOUT,
             f"{name} resumed",
         )
         assert (resumed["reason"], resumed["message"]) == ("Resumed", "TrainJob is resumed")
     eventually(
         lambda: (_jobset(api, namespace, name) or {}).get("spec", {}).get("suspend") is False,
-        TIMEOUT,
         f"{name}'s JobSet unsuspended",
     )
 
@@ -157,7 +154,7 @@ def _admitted_and_running(api: KubeApi, namespace: str, name: str, held: bool = 
         pods = _pods(api, namespace, name)
         return pods if len(pods) == NODES else None
 
-    pods: list[KubeObject] = eventually(made, TIMEOUT, f"{name}'s pods")
+    pods: list[KubeObject] = eventually(made, f"{name}'s pods")
     return pods
 
 
@@ -165,7 +162,7 @@ def _assert_held(api: KubeApi, namespace: str, name: str) -> None:
     """Suspended by Kueue (its spec), said so (its condition: the operator writes it after it made the
     suspended JobSet, a moment later under load), its JobSet suspended, no pods."""
     suspended = eventually(
-        lambda: _trainjob_condition(api, namespace, name, "Suspended", "True"), TIMEOUT, f"{name} Suspended"
+        lambda: _trainjob_condition(api, namespace, name, "Suspended", "True"), f"{name} Suspended"
     )
     assert suspended["reason"] == "Suspended"
     assert _trainjob(api, namespace, name)["spec"]["suspend"] is True
@@ -181,7 +178,6 @@ def _finish(api: KubeApi, pod_driver: PodDriver, namespace: str, name: str, pods
         pod_driver.succeed(pod)
     complete = eventually(
         lambda: _trainjob_condition(api, namespace, name, "Complete", "True"),
-        TIMEOUT,
         f"{name} Complete",
     )
     assert complete["reason"] == "AllJobsCompleted"
@@ -206,14 +202,12 @@ def test_kueue_holds_a_second_trainjob_until_the_first_frees_its_quota(
     _create(kube_api, namespace, "second", queue)
     pending = eventually(
         lambda: _workload_condition(kube_api, namespace, "second", "QuotaReserved"),
-        TIMEOUT,
         "Kueue's verdict on the second",
     )
     assert (pending["status"], pending["reason"]) == ("False", "Pending")
     assert "insufficient unused quota for cpu" in pending["message"]
     eventually(
         lambda: (_jobset(kube_api, namespace, "second") or {}).get("spec", {}).get("suspend"),
-        TIMEOUT,
         "the second's JobSet, suspended",
     )
     _assert_held(kube_api, namespace, "second")
@@ -222,7 +216,7 @@ def test_kueue_holds_a_second_trainjob_until_the_first_frees_its_quota(
     second_pods = _admitted_and_running(kube_api, namespace, "second")
     _finish(kube_api, pod_driver, namespace, "second", second_pods)
     # Kueue marks the Workload Finished once it sees the TrainJob Complete: a moment later under load.
-    eventually(lambda: _workload_true(kube_api, namespace, "second", "Finished"), TIMEOUT, "second Finished")
+    eventually(lambda: _workload_true(kube_api, namespace, "second", "Finished"), "second Finished")
     # One Workload per TrainJob: Kueue left the JobSets and Jobs made of them to it (their controller owner).
     assert sorted(_owners(w) for w in _workloads(kube_api, namespace)) == [
         [("TrainJob", "first")],
@@ -242,18 +236,17 @@ def test_kueue_preempts_a_running_trainjob_and_the_operator_suspends_its_jobset_
             (j.get("active") or 0) > 0
             for j in (_trainjob(kube_api, namespace, "low").get("status") or {}).get("jobsStatus") or []
         ),
-        TIMEOUT,
         "the low TrainJob's jobsStatus active (what Kueue reads as running)",
     )
 
     _create(kube_api, namespace, "high", queue, priority="high")
     preempted = eventually(
-        lambda: _workload_condition(kube_api, namespace, "low", "Preempted"), TIMEOUT, "low preempted"
+        lambda: _workload_condition(kube_api, namespace, "low", "Preempted"), "low preempted"
     )
     assert (preempted["status"], preempted["reason"]) == ("True", "InClusterQueue")
     high_pods = _admitted_and_running(kube_api, namespace, "high")
     # Kueue admits the high one only once the low one's jobs stopped (no active pods: jobsStatus).
-    eventually(lambda: not _pods(kube_api, namespace, "low"), TIMEOUT, "the low TrainJob's pods gone")
+    eventually(lambda: not _pods(kube_api, namespace, "low"), "the low TrainJob's pods gone")
     _assert_held(kube_api, namespace, "low")
     [patch] = _trainjob(kube_api, namespace, "low")["spec"]["runtimePatches"]
     assert "replicatedJobs" not in patch["trainingRuntimeSpec"]["template"].get("spec", {})
@@ -268,14 +261,13 @@ def test_a_queued_trainjob_for_multikueue_is_left_alone_even_once_kueue_admits_i
 ) -> None:
     operator = start_operator()
     _create(kube_api, namespace, "remote", queue, managedBy="kueue.x-k8s.io/multikueue")
-    eventually(lambda: _admitted(kube_api, namespace, "remote"), TIMEOUT, "remote admitted by Kueue")
+    eventually(lambda: _admitted(kube_api, namespace, "remote"), "remote admitted by Kueue")
     eventually(
         lambda: _trainjob(kube_api, namespace, "remote")["spec"]["suspend"] is False,
-        TIMEOUT,
         "remote unsuspended by Kueue",
     )
     _create(kube_api, namespace, "local", None)
-    eventually(lambda: _jobset(kube_api, namespace, "local"), TIMEOUT, "the other TrainJob's JobSet")
+    eventually(lambda: _jobset(kube_api, namespace, "local"), "the other TrainJob's JobSet")
 
     assert _jobset(kube_api, namespace, "remote") is None
     assert _trainjob(kube_api, namespace, "remote").get("status") in (None, {})

@@ -42,6 +42,7 @@ from rbac_support import (
     without,
 )
 
+import waiting
 from builders import manifest
 from dashboard_process import running_dashboard
 from kubetrain.api.manifest import parse_job
@@ -101,16 +102,16 @@ class Cluster:
         return [event for event in audit.read_events(self.run_dir) if event.user == user]
 
 
-def eventually(probe: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
+def eventually(probe: Callable[[], Any], what: str) -> Any:
+    """``waiting.eventually``, taking an API error as "not yet": the identity under test may be refused
+    until its binding is seen, and that is what some of these waits wait for."""
+
+    def answered() -> Any:
         with contextlib.suppress(ApiError):
-            found = probe()
-            if found:
-                return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} did not happen within {timeout:.0f} s")
-        time.sleep(0.2)
+            return probe()
+        return None
+
+    return waiting.eventually(answered, what)
 
 
 def pod_group_crd(group: str, version: str) -> dict[str, Any]:
@@ -143,10 +144,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         install_crd_files(api, [jobset.crd_path()])
         api.create(CRD_PATH, pod_group_crd("scheduling.volcano.sh", "v1beta1"))
         coscheduler.install_crds(api)
-        eventually(lambda: api.is_ok("/apis/scheduling.volcano.sh/v1beta1/podgroups"), 30, "volcano's API")
+        eventually(lambda: api.is_ok("/apis/scheduling.volcano.sh/v1beta1/podgroups"), "volcano's API")
         for namespace in (IDENTITIES, JOBS):
             api.create("/api/v1/namespaces", {"metadata": {"name": namespace}})
-        eventually(lambda: api.exists(f"/api/v1/namespaces/{JOBS}/serviceaccounts/default"), 30, "default SA")
+        eventually(lambda: api.exists(f"/api/v1/namespaces/{JOBS}/serviceaccounts/default"), "default SA")
         bind(api, load(OPERATOR_ROLE), IDENTITIES, "training-operator")
         bind(api, load(DASHBOARD_ROLE), IDENTITIES, "kubetrain-dashboard")
         yield Cluster(run_dir, state.kubeconfig, api, tmp_path_factory.mktemp("rbac"))
@@ -186,7 +187,7 @@ def operator(kubeconfig: Path, log: Path, *flags: str) -> Iterator[int]:
     with log.open("ab") as output:
         process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, env=dict(os.environ))
     try:
-        eventually(lambda: "became leader" in log.read_text(), 60, "the operator leading")
+        eventually(lambda: "became leader" in log.read_text(), "the operator leading")
         yield port
     finally:
         process.send_signal(signal.SIGTERM)
@@ -216,7 +217,7 @@ def report(api: KubeApi, port: int, pod: KubeObject, plural: str, version: str =
         "token"
     ]
     ca = eventually(
-        lambda: api.get_or_none(f"/api/v1/namespaces/{JOBS}/configmaps/{CA_CONFIG_MAP}"), 30, "the CA"
+        lambda: api.get_or_none(f"/api/v1/namespaces/{JOBS}/configmaps/{CA_CONFIG_MAP}"), "the CA"
     )["data"]["ca.crt"]
     url = f"https://127.0.0.1:{port}/apis/kubeflow.org/{version}/namespaces/{JOBS}/{plural}/{job}/status"
     with httpx.Client(verify=_context(ca), timeout=10) as client:
@@ -282,13 +283,13 @@ def every_kind_reports_then_fails_its_deadline_and_goes(api: KubeApi, port: int)
         api.create(f"/apis/kubeflow.org/{version}/namespaces/{JOBS}/{plural}", body)
     for kind, plural, _ in SHORT_JOBS:
         version = "v2beta1" if kind == "MPIJob" else "v1"
-        first = eventually(lambda: pods_of(api, f"short-{plural}"), 60, f"a pod of short-{plural}")  # noqa: B023
+        first = eventually(lambda: pods_of(api, f"short-{plural}"), f"a pod of short-{plural}")  # noqa: B023
         report(api, port, first[0], plural, version)
     for kind, plural, _ in SHORT_JOBS:
         if kind == "MPIJob":
             continue
         path = job_path(plural, f"short-{plural}")
-        eventually(lambda: not api.exists(path), 60, f"short-{plural} deleted after its deadline")  # noqa: B023
+        eventually(lambda: not api.exists(path), f"short-{plural} deleted after its deadline")  # noqa: B023
 
 
 def a_crash_looping_reporter_gets_its_history_updated_and_its_warning_counted(
@@ -300,13 +301,13 @@ def a_crash_looping_reporter_gets_its_history_updated_and_its_warning_counted(
         "PyTorchJob", {"Master": 1, "Worker": 1}, name="talker", namespace=JOBS, restart_policy="OnFailure"
     )
     api.create(f"/apis/kubeflow.org/v1/namespaces/{JOBS}/pytorchjobs", body)
-    master = eventually(lambda: pods_of(api, "talker", "master"), 60, "talker's master")[0]
-    eventually(lambda: pods_of(api, "talker", "worker"), 60, "talker's worker")
+    master = eventually(lambda: pods_of(api, "talker", "master"), "talker's master")[0]
+    eventually(lambda: pods_of(api, "talker", "worker"), "talker's worker")
     driver.run((JOBS, "talker-master-0"))
     driver.run((JOBS, "talker-worker-0"))
     report(api, port, master, "pytorchjobs")
     history = f"/api/v1/namespaces/{JOBS}/configmaps/talker-progress-history"
-    eventually(lambda: api.exists(history), 30, "the history ConfigMap")
+    eventually(lambda: api.exists(history), "the history ConfigMap")
     driver.crash_loop((JOBS, "talker-worker-0"))
     time.sleep(2)
     report(api, port, master, "pytorchjobs")
@@ -318,10 +319,8 @@ def a_crash_looping_reporter_gets_its_history_updated_and_its_warning_counted(
         events = api.get(f"/api/v1/namespaces/{JOBS}/events", {"fieldSelector": "involvedObject.name=talker"})
         return max((e.get("count", 1) for e in events["items"] if e["type"] == "Warning"), default=0)
 
-    eventually(lambda: warning_count() >= 2, 40, "the crash loop's Event count bumped")
-    eventually(
-        lambda: len(api.get(history)["data"]) and _history_points(api.get(history)) >= 2, 30, "history"
-    )
+    eventually(lambda: warning_count() >= 2, "the crash loop's Event count bumped")
+    eventually(lambda: len(api.get(history)["data"]) and _history_points(api.get(history)) >= 2, "history")
 
 
 def _history_points(config_map: KubeObject) -> int:
@@ -340,16 +339,15 @@ def an_elastic_job_gets_its_hpa_made_changed_and_removed(api: KubeApi) -> None:
     body["spec"]["elasticPolicy"] = {"minReplicas": 1, "maxReplicas": 3, "metrics": [cpu]}
     api.create(f"/apis/kubeflow.org/v1/namespaces/{JOBS}/pytorchjobs", body)
     hpa = f"/apis/autoscaling/v2/namespaces/{JOBS}/horizontalpodautoscalers/elastic"
-    eventually(lambda: api.exists(hpa), 30, "the HPA")
+    eventually(lambda: api.exists(hpa), "the HPA")
     cpu["resource"]["target"]["averageUtilization"] = 60  # type: ignore[index]
     api.patch(job_path("pytorchjobs", "elastic"), {"spec": {"elasticPolicy": {"metrics": [cpu]}}})
     eventually(
         lambda: api.get(hpa)["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"] == 60,
-        30,
         "HPA updated",
     )
     api.patch(job_path("pytorchjobs", "elastic"), {"spec": {"runPolicy": {"suspend": True}}})
-    eventually(lambda: not api.exists(hpa), 30, "the HPA removed on suspend")
+    eventually(lambda: not api.exists(hpa), "the HPA removed on suspend")
 
 
 def an_mpi_launcher_is_keyed_suspended_resumed_and_restarted_when_silent(
@@ -378,28 +376,23 @@ def an_mpi_launcher_is_keyed_suspended_resumed_and_restarted_when_silent(
     api.create(f"/apis/kubeflow.org/v2beta1/namespaces/{JOBS}/mpijobs", body)
     launcher_job = f"/apis/batch/v1/namespaces/{JOBS}/jobs/pi-launcher"
     eventually(
-        lambda: "ssh-publickey" in api.get(f"/api/v1/namespaces/{JOBS}/secrets/pi-ssh")["data"], 30, "keys"
+        lambda: "ssh-publickey" in api.get(f"/api/v1/namespaces/{JOBS}/secrets/pi-ssh")["data"], "keys"
     )
-    eventually(
-        lambda: (api.get_or_none(launcher_job) or {}).get("status", {}).get("startTime"), 60, "launcher"
-    )
+    eventually(lambda: (api.get_or_none(launcher_job) or {}).get("status", {}).get("startTime"), "launcher")
     path = job_path("mpijobs", "pi", "v2beta1")
     api.patch(path, {"spec": {"runPolicy": {"suspend": True}}})
-    eventually(lambda: api.get(launcher_job)["spec"].get("suspend"), 30, "the launcher Job suspended")
+    eventually(lambda: api.get(launcher_job)["spec"].get("suspend"), "the launcher Job suspended")
     api.patch(path, {"spec": {"runPolicy": {"suspend": False}}})
-    eventually(lambda: api.get(launcher_job)["spec"].get("suspend") is False, 30, "the launcher Job resumed")
+    eventually(lambda: api.get(launcher_job)["spec"].get("suspend") is False, "the launcher Job resumed")
     uid = api.get(launcher_job)["metadata"]["uid"]
-    launcher = eventually(lambda: launcher_pods(api, "pi"), 60, "the launcher pod")[0]
-    worker = eventually(
-        lambda: api.get_or_none(f"/api/v1/namespaces/{JOBS}/pods/pi-worker-0"), 60, "the worker"
-    )
+    launcher = eventually(lambda: launcher_pods(api, "pi"), "the launcher pod")[0]
+    worker = eventually(lambda: api.get_or_none(f"/api/v1/namespaces/{JOBS}/pods/pi-worker-0"), "the worker")
     driver.run(launcher)
     driver.run(worker)
-    eventually(lambda: _condition(api.get(path), "Running"), 30, "pi Running")
+    eventually(lambda: _condition(api.get(path), "Running"), "pi Running")
     report(api, port, launcher, "mpijobs", "v2beta1")
     eventually(
         lambda: (api.get_or_none(launcher_job) or {"metadata": {"uid": uid}})["metadata"]["uid"] != uid,
-        60,
         "the silent launcher's Job deleted and made again",
     )
 
@@ -422,13 +415,13 @@ def a_gang_job_gets_its_pod_group_made_kept_and_removed(
         replica["template"]["spec"]["priorityClassName"] = "rbac-high"
     api.create(f"/apis/kubeflow.org/v1/namespaces/{JOBS}/pytorchjobs", body)
     group = f"{group_path}/namespaces/{JOBS}/podgroups/{name}"
-    made = eventually(lambda: api.get_or_none(group), 30, "the PodGroup")
+    made = eventually(lambda: api.get_or_none(group), "the PodGroup")
     api.patch(group, {"spec": {"minMember": 99}})
     eventually(
-        lambda: api.get(group)["spec"]["minMember"] == made["spec"]["minMember"], 30, "the PodGroup put back"
+        lambda: api.get(group)["spec"]["minMember"] == made["spec"]["minMember"], "the PodGroup put back"
     )
     api.patch(job_path("pytorchjobs", name), {"spec": {"runPolicy": {"suspend": True}}})
-    eventually(lambda: not api.exists(group), 30, "the PodGroup deleted on suspend")
+    eventually(lambda: not api.exists(group), "the PodGroup deleted on suspend")
 
 
 TRAINER = "/apis/trainer.kubeflow.org/v1alpha1"
@@ -453,15 +446,15 @@ def trainjobs_get_their_jobsets_snapshots_keys_and_hostfiles_then_fail_their_dea
         names = {d["metadata"]["name"] for d in builtin_runtime_documents()}
         return all(api.exists(f"{TRAINER}/clustertrainingruntimes/{name}") for name in names)
 
-    eventually(installed, 30, "the built-in runtimes the operator creates")
+    eventually(installed, "the built-in runtimes the operator creates")
     api.create(f"{TRAINER}/namespaces/{JOBS}/trainjobs", trainjob("tj-mpi", "deepspeed-distributed"))
     jobsets = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{JOBS}/jobsets"
-    eventually(lambda: api.get_or_none(f"{jobsets}/tj-mpi"), 30, "tj-mpi's JobSet")
+    eventually(lambda: api.get_or_none(f"{jobsets}/tj-mpi"), "tj-mpi's JobSet")
     assert api.exists(f"/api/v1/namespaces/{JOBS}/secrets/tj-mpi-mpi-ssh-auth")
     api.create(
         f"{TRAINER}/namespaces/{JOBS}/trainjobs", trainjob("tj-late", "torch-distributed", suspend=True)
     )
-    eventually(lambda: api.get_or_none(f"{jobsets}/tj-late"), 30, "tj-late's JobSet")
+    eventually(lambda: api.get_or_none(f"{jobsets}/tj-late"), "tj-late's JobSet")
     api.patch(f"{TRAINER}/namespaces/{JOBS}/trainjobs/tj-late", {"spec": {"suspend": False}})
     api.delete(f"{TRAINER}/namespaces/{JOBS}/trainjobs/tj-late")
     late = trainjob("tj-late2", "torch-distributed", activeDeadlineSeconds=2)
@@ -473,10 +466,9 @@ def trainjobs_get_their_jobsets_snapshots_keys_and_hostfiles_then_fail_their_dea
             .get("status", {})
             .get("conditions", [])
         ),
-        60,
         "tj-late2 failed at its deadline",
     )
-    eventually(lambda: not api.exists(f"{jobsets}/tj-late2"), 60, "tj-late2's JobSet deleted")
+    eventually(lambda: not api.exists(f"{jobsets}/tj-late2"), "tj-late2's JobSet deleted")
 
 
 def trainjobs_on_gang_runtimes_get_their_pod_groups(api: KubeApi) -> None:
@@ -495,7 +487,6 @@ def trainjobs_on_gang_runtimes_get_their_pod_groups(api: KubeApi) -> None:
             lambda group=group_path, name=f"tj-{policy}": api.get_or_none(  # type: ignore[misc]
                 f"{group}/namespaces/{JOBS}/podgroups/{name}"
             ),
-            30,
             f"tj-{policy}'s PodGroup",
         )
 
@@ -509,18 +500,16 @@ def an_mpi_v1_launcher_gets_its_account_role_and_config(api: KubeApi, driver: Po
     api.create(f"/apis/kubeflow.org/v1/namespaces/{JOBS}/mpijobs", body)
     rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{JOBS}"
     for path in (f"/api/v1/namespaces/{JOBS}/serviceaccounts/v1-launcher", f"{rbac}/roles/v1-launcher"):
-        eventually(lambda: api.exists(path), 30, path)  # noqa: B023
-    eventually(lambda: api.exists(f"{rbac}/rolebindings/v1-launcher"), 30, "the launcher's RoleBinding")
+        eventually(lambda: api.exists(path), path)  # noqa: B023
+    eventually(lambda: api.exists(f"{rbac}/rolebindings/v1-launcher"), "the launcher's RoleBinding")
     for index in (0, 1):
-        eventually(lambda: pods_of(api, "v1", "worker"), 60, "the workers")
+        eventually(lambda: pods_of(api, "v1", "worker"), "the workers")
         driver.run((JOBS, f"v1-worker-{index}"))
     config = f"/api/v1/namespaces/{JOBS}/configmaps/v1-config"
     eventually(
-        lambda: "v1-worker-1" in api.get(config)["data"]["discover_hosts.sh"], 30, "discover_hosts updated"
+        lambda: "v1-worker-1" in api.get(config)["data"]["discover_hosts.sh"], "discover_hosts updated"
     )
-    eventually(
-        lambda: not api.exists(job_path("mpijobs", "v1-short")), 60, "v1-short deleted after its deadline"
-    )
+    eventually(lambda: not api.exists(job_path("mpijobs", "v1-short")), "v1-short deleted after its deadline")
 
 
 def swap_to_the_v1_mpijob_crd(cluster: Cluster) -> None:
@@ -530,7 +519,7 @@ def swap_to_the_v1_mpijob_crd(cluster: Cluster) -> None:
         with contextlib.suppress(ApiError):
             api.delete(job_path("mpijobs", name, "v2beta1"))
     api.delete(f"{CRD_PATH}/mpijobs.kubeflow.org")
-    eventually(lambda: not api.exists(f"{CRD_PATH}/mpijobs.kubeflow.org"), 60, "the v2beta1 CRD gone")
+    eventually(lambda: not api.exists(f"{CRD_PATH}/mpijobs.kubeflow.org"), "the v2beta1 CRD gone")
     install_crds(api, ROOT / "manifests" / "crds-mpijob-v1")
     # OwnerReferencesPermissionEnforcement maps an owner's kind through discovery, refreshed now and then:
     # until it knows v1 it refuses a blockOwnerDeletion reference to a v1 MPIJob from anyone it checks
@@ -553,7 +542,7 @@ def swap_to_the_v1_mpijob_crd(cluster: Cluster) -> None:
             body = {"metadata": {"name": "mapping-probe", "ownerReferences": [reference]}}
             return bool(probe.create(f"/api/v1/namespaces/{JOBS}/configmaps?dryRun=All", body))
 
-        eventually(mapped, 120, "the API server mapping v1 MPIJobs")
+        eventually(mapped, "the API server mapping v1 MPIJobs")
     api.delete(f"/apis/kubeflow.org/v1/namespaces/{JOBS}/mpijobs/mapping-probe")
 
 
@@ -622,7 +611,7 @@ def identity_without(cluster: Cluster, permission: Permission) -> KubeApi:
     bind(cluster.api, without(load(OPERATOR_ROLE), account, group, resource, verb), IDENTITIES, account)
     api = KubeApi.from_kubeconfig(cluster.identity(account))
     eventually(
-        lambda: api.get_or_none(f"/api/v1/namespaces/{JOBS}/configmaps/none") is None, 30, "the role bound"
+        lambda: api.get_or_none(f"/api/v1/namespaces/{JOBS}/configmaps/none") is None, "the role bound"
     )
     return api
 
@@ -756,7 +745,7 @@ def dashboard_requests(cluster: Cluster) -> list[AuditEvent]:
             )
             assert created.status_code == 201, created.text
             job = f"api/jobs/cluster/{JOBS}/{plural}.{version}/{name}"
-            eventually(lambda: client.get(job).status_code == 200, 30, f"{name}'s page")  # noqa: B023
+            eventually(lambda: client.get(job).status_code == 200, f"{name}'s page")  # noqa: B023
             for page in ("pods", "events", "history", "diagnosis", "describe"):
                 assert client.get(f"{job}/{page}").status_code != 403, page
             replica = next(iter(replicas)).lower()
@@ -795,7 +784,7 @@ def a_trainjob_viewed(api: KubeApi, driver: PodDriver, client: httpx.Client, wri
     )
     assert created.status_code == 201, created.text
     job = f"api/jobs/cluster/{JOBS}/trainjobs.v1alpha1/{name}"
-    eventually(lambda: client.get(job).status_code == 200, 30, f"{name}'s page")
+    eventually(lambda: client.get(job).status_code == 200, f"{name}'s page")
     for page in ("pods", "events", "history", "diagnosis", "describe"):
         assert client.get(f"{job}/{page}").status_code != 403, page
     labels = {

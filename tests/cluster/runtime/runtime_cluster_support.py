@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
@@ -13,18 +12,16 @@ from lightkube import AsyncClient, KubeConfig
 from kubetrain.envtest.pytest_plugin import EnvtestCluster
 from kubetrain.kube.runtime.client import connect
 from kubetrain.kube.runtime.http import ApiSession, RequestCounter
+from waiting import eventually_async
 
 
-async def eventually(
-    condition: Callable[[], bool], *, within: float = 20.0, what: str = "condition"
-) -> float:
-    """Wait until ``condition()`` holds; returns the seconds it took; fails after ``within`` seconds."""
-    started = time.monotonic()
-    while not condition():
-        if time.monotonic() - started > within:
-            raise AssertionError(f"{what} did not happen within {within:g}s")
-        await asyncio.sleep(0.05)
-    return time.monotonic() - started
+async def eventually(condition: Callable[[], bool], *, what: str = "condition") -> None:
+    """Wait until ``condition()`` holds, sleeping without blocking the loop that makes it hold."""
+
+    async def holds() -> bool:
+        return condition()
+
+    await eventually_async(holds, what)
 
 
 @dataclass

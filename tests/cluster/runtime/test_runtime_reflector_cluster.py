@@ -19,6 +19,7 @@ from kubetrain.kube.runtime.client import ApiListWatch
 from kubetrain.kube.runtime.informer import Informer, wait_for_sync
 from kubetrain.kube.runtime.reflector import Reflector, ReflectorSettings, ResourceExpiredError, WatchEvent
 from kubetrain.kube.runtime.store import ObjectChange, Store
+from waiting import PATIENCE
 
 pytestmark = pytest.mark.cluster
 
@@ -50,7 +51,7 @@ async def test_the_reflector_sees_objects_created_updated_and_deleted(
     reflector.add_handler(changes.append)
     task = start(reflector)
     try:
-        await asyncio.wait_for(reflector.has_synced.wait(), 10)
+        await asyncio.wait_for(reflector.has_synced.wait(), PATIENCE)
         changes.clear()  # the namespace's own kube-root-ca.crt, if already there
         await kube.api.create(config_map("a", namespace, step="one"))
         await eventually(lambda: f"{namespace}/a" in store, what="the creation")
@@ -79,7 +80,7 @@ async def test_a_label_selector_keeps_other_objects_out_of_the_cache(
     await kube.api.create(config_map("ignored", namespace))
     task = start(reflector)
     try:
-        await asyncio.wait_for(reflector.has_synced.wait(), 10)
+        await asyncio.wait_for(reflector.has_synced.wait(), PATIENCE)
         await kube.api.create(config_map("watched", namespace, SELECTED))
         await kube.api.create(config_map("also-ignored", namespace))
         await eventually(lambda: f"{namespace}/watched" in store, what="the labelled creation")
@@ -97,7 +98,7 @@ async def test_the_first_list_is_read_in_pages(kube: ClusterClient, namespace: s
     before = kube.requests.by_method["GET"]
     task = start(reflector)
     try:
-        await asyncio.wait_for(reflector.has_synced.wait(), 10)
+        await asyncio.wait_for(reflector.has_synced.wait(), PATIENCE)
         assert len(store) == 7
         await eventually(lambda: kube.requests.by_method["GET"] - before >= 4, what="the watch request")
         assert kube.requests.by_method["GET"] - before == 4  # three pages, then one watch
@@ -174,7 +175,7 @@ async def test_a_silent_watch_is_re_listed_after_the_inactivity_timeout(
     reflector = Reflector(source, Store(), name="configmaps", settings=settings)
     task = start(reflector)
     try:
-        await eventually(lambda: reflector.lists >= 2, within=10, what="a re-list of the silent watch")
+        await eventually(lambda: reflector.lists >= 2, what="a re-list of the silent watch")
         assert reflector.restarts["inactive"] >= 1
     finally:
         await stop(task)
@@ -190,7 +191,7 @@ async def test_an_informer_indexes_children_by_their_controller_owner(
     informer = Informer(kube.http, ConfigMap, namespace=namespace, label_selector="kubetrain.test/watched")
     task = asyncio.ensure_future(informer.run())
     try:
-        await wait_for_sync([informer], timeout=10)
+        await wait_for_sync([informer], timeout=PATIENCE)
         for name in ("child-0", "child-1"):
             child = config_map(name, namespace, SELECTED)
             assert child.metadata is not None

@@ -3,29 +3,16 @@
 from __future__ import annotations
 
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from operator_process import running_operator
+from waiting import eventually
 
 __all__ = ["CRDS", "KUBETRAIN", "eventually", "pytorch_job", "running_operator"]
 
-T = TypeVar("T")
 CRDS = Path(__file__).resolve().parents[3] / "manifests" / "crds"
 KUBETRAIN = Path(sys.executable).parent / "kubetrain"
-
-
-def eventually(probe: Callable[[], T | None], timeout: float = 30.0) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = probe()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout:g}s")
-        time.sleep(0.1)
 
 
 def pytorch_job(name: str, workers: int = 1) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from kubetrain.envtest.crds import install_crds
 from kubetrain.envtest.kubeapi import KubeApi
 from kubetrain.envtest.poddriver import PodDriver
 from kubetrain.envtest.pytest_plugin import EnvtestCluster
+from waiting import PATIENCE
 
 pytestmark = pytest.mark.cluster
 
@@ -71,7 +72,7 @@ def test_submit_then_wait_until_succeeded_and_get_shows_it(
     submit(kubetrain, tmp_path, "ok")
     for pod in pods_of(kube_api, namespace, 2):
         pod_driver.succeed((namespace, pod))
-    waited = kubetrain("wait", "ok", "--for=condition=Succeeded", "--timeout=30s")
+    waited = kubetrain("wait", "ok", "--for=condition=Succeeded", f"--timeout={PATIENCE:g}s")
     assert (waited.exit_code, waited.stdout) == (0, "pytorchjob.kubeflow.org/ok condition met\n"), (
         waited.stderr
     )
@@ -87,7 +88,7 @@ def test_waiting_on_a_failing_job_exits_1_with_the_condition_message(
     submit(kubetrain, tmp_path, "bad")
     pods_of(kube_api, namespace, 2)
     pod_driver.fail((namespace, "bad-master-0"), exit_code=2)
-    waited = kubetrain("wait", "pytorchjob/bad", "--timeout=30s")
+    waited = kubetrain("wait", "pytorchjob/bad", f"--timeout={PATIENCE:g}s")
     assert waited.exit_code == 1
     message = "PyTorchJob bad is failed because 1 Master replica(s) failed."
     assert waited.stderr == f"error: PyTorchJob {namespace}/bad failed: {message}\n"
@@ -100,7 +101,7 @@ def test_describe_shows_the_replicas_pods_and_the_operators_events(
     submit(kubetrain, tmp_path, "told")
     for pod in pods_of(kube_api, namespace, 2):
         pod_driver.run((namespace, pod))
-    kubetrain("wait", "told", "--for=condition=Running", "--timeout=30s")
+    kubetrain("wait", "told", "--for=condition=Running", f"--timeout={PATIENCE:g}s")
     text = kubetrain("describe", "pytorchjob", "told").stdout
     assert re.search(r"Master\s+1\s+1\s+0\s+0\s+Never\s+example.com/trainer:1", text)
     assert re.search(r"told-worker-0\s+Running\s+0\s+envtest-node-\d", text)
@@ -136,7 +137,7 @@ def test_scale_suspend_resume_and_delete(
     assert kubetrain("scale", "pytorchjob", "grow", "--replicas", "2").stdout.endswith("scaled\n")
     pods_of(kube_api, namespace, 3)
     assert kubetrain("suspend", "pytorchjob/grow").exit_code == 0
-    assert kubetrain("wait", "grow", "--for=condition=Suspended", "--timeout=30s").exit_code == 0
+    assert kubetrain("wait", "grow", "--for=condition=Suspended", f"--timeout={PATIENCE:g}s").exit_code == 0
     assert kubetrain("resume", "grow").exit_code == 0
     pods_of(kube_api, namespace, 3)
     assert kubetrain("delete", "pytorchjob", "grow").stdout == 'pytorchjob.kubeflow.org "grow" deleted\n'

@@ -70,7 +70,7 @@ def failed_and_cleaned_up(
         )
         return done and not pods(kube_api, namespace)
 
-    eventually(failed, 60)
+    eventually(failed, "the job Failed")
 
 
 @pytest.mark.usefixtures("operator")

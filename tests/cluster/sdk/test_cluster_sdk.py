@@ -15,6 +15,7 @@ from kubetrain.envtest.poddriver import PodDriver
 from kubetrain.envtest.pytest_plugin import EnvtestCluster
 from kubetrain.sdk import JobFailedError, JobNotFoundError, TrainingClient, UnsupportedOperationError
 from kubetrain.sdk.backends.base import JobEvent
+from waiting import PATIENCE
 
 pytestmark = pytest.mark.cluster
 
@@ -37,7 +38,7 @@ def client(envtest: EnvtestCluster, namespace: str, operator: None) -> TrainingC
 
 def wait(client: TrainingClient, name: str, condition: str) -> TrainingJob:
     job = client.wait_for_job_conditions(
-        name, expected_conditions={condition}, polling_interval=0.2, wait_timeout=30
+        name, expected_conditions={condition}, polling_interval=0.2, wait_timeout=PATIENCE
     )
     assert isinstance(job, TrainingJob)
     return job
@@ -59,7 +60,7 @@ def test_a_job_created_by_the_sdk_runs_to_succeeded(
     for pod in wait_pods(client, "ok", 2):
         pod_driver.run((namespace, pod))
     client.wait_for_job_conditions(
-        "ok", expected_conditions={"Running"}, polling_interval=0.2, wait_timeout=30
+        "ok", expected_conditions={"Running"}, polling_interval=0.2, wait_timeout=PATIENCE
     )
     pod_driver.succeed((namespace, "ok-worker-0"))
     pod_driver.succeed((namespace, "ok-master-0"))
@@ -128,7 +129,7 @@ def test_suspending_deletes_the_pods_and_resuming_creates_them(client: TrainingC
     wait_pods(client, "hold", 2)
     client.suspend_job("hold")
     client.wait_for_job_conditions(
-        "hold", expected_conditions={"Suspended"}, polling_interval=0.2, wait_timeout=30
+        "hold", expected_conditions={"Suspended"}, polling_interval=0.2, wait_timeout=PATIENCE
     )
     eventually(lambda: client.get_job_pod_names("hold") == [])
     client.resume_job("hold")
@@ -146,4 +147,4 @@ def test_a_deleted_job_is_not_found(client: TrainingClient) -> None:
     client.create_job(pytorch_job("gone"))
     client.delete_job("gone")
     with pytest.raises(JobNotFoundError, match="gone not found"):
-        eventually(lambda: client.get_job("gone") and None, timeout=10)
+        eventually(lambda: client.get_job("gone") and None)

@@ -38,6 +38,7 @@ from trainjob_cluster import (
     set_jobset_status,
     trainjob,
 )
+from waiting import PATIENCE
 
 pytestmark = pytest.mark.cluster
 
@@ -102,7 +103,9 @@ def test_wait_for_complete_returns_once_the_jobset_completes(
 ) -> None:
     submitted(kubetrain, tmp_path, trainjob("done"))
     waiting = threading.Thread(
-        target=lambda: waited.append(kubetrain("wait", "done", "--for=condition=Complete", "--timeout=60s"))
+        target=lambda: waited.append(
+            kubetrain("wait", "done", "--for=condition=Complete", f"--timeout={PATIENCE:g}s")
+        )
     )
     waited: list[Any] = []
     waiting.start()
@@ -112,7 +115,7 @@ def test_wait_for_complete_returns_once_the_jobset_completes(
         "done",
         jobset_finished("Completed", "AllJobsCompleted", "jobset completed successfully"),
     )
-    waiting.join(70)
+    waiting.join(PATIENCE + 30)
     assert (waited[0].exit_code, waited[0].stdout) == (
         0,
         "trainjob.trainer.kubeflow.org/done condition met\n",
@@ -132,10 +135,12 @@ def test_a_failed_jobset_fails_the_wait_and_the_sdk_raises_its_message(
     submitted(kubetrain, tmp_path, trainjob("bad"))
     message = "jobset failed due to one or more job failures"
     set_jobset_status(kube_api, namespace, "bad", jobset_finished("Failed", "FailedJobs", message))
-    waited = kubetrain("wait", "trainjob/bad", "--for=condition=Complete", "--timeout=30s")
+    waited = kubetrain("wait", "trainjob/bad", "--for=condition=Complete", f"--timeout={PATIENCE:g}s")
     assert (waited.exit_code, waited.stderr) == (1, f"error: TrainJob {namespace}/bad failed: {message}\n")
     with pytest.raises(JobFailedError, match=message):
-        client.wait_for_job_conditions("bad", job_kind="TrainJob", polling_interval=0.2, wait_timeout=10)
+        client.wait_for_job_conditions(
+            "bad", job_kind="TrainJob", polling_interval=0.2, wait_timeout=PATIENCE
+        )
 
 
 @pytest.mark.usefixtures("operator")
@@ -179,7 +184,7 @@ def test_a_trainjob_is_suspended_resumed_and_deleted(
     submitted(kubetrain, tmp_path, trainjob("held"))
     jobset_of(kube_api, namespace, "held")
     assert kubetrain("suspend", "trainjob", "held").stdout == "trainjob.trainer.kubeflow.org/held suspended\n"
-    assert kubetrain("wait", "held", "--for=condition=Suspended", "--timeout=30s").exit_code == 0
+    assert kubetrain("wait", "held", "--for=condition=Suspended", f"--timeout={PATIENCE:g}s").exit_code == 0
     assert kube_api.get(f"{TRAINER}/namespaces/{namespace}/trainjobs/held")["spec"]["suspend"] is True
     client.resume_job("held", job_kind="TrainJob")
     assert kube_api.get(f"{TRAINER}/namespaces/{namespace}/trainjobs/held")["spec"]["suspend"] is False

@@ -4,14 +4,13 @@ change with the job's status and its pods' restarts, deletions with the last sta
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from cluster_sdk_support import CRDS, pytorch_job
+from cluster_sdk_support import CRDS, eventually, pytorch_job
 
 from kubetrain.envtest import controlplane
 from kubetrain.envtest.crds import install_crds
@@ -63,22 +62,18 @@ class Collector:
         except BaseException as error:
             self.error = error
 
-    def wait_for(
-        self, type_: WatchEventType, name: str = "", since: int = 0, timeout: float = 20.0, **match: Any
-    ) -> JobWatchEvent:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+    def wait_for(self, type_: WatchEventType, name: str = "", since: int = 0, **match: Any) -> JobWatchEvent:
+        def seen() -> JobWatchEvent | None:
+            if self.error is not None:
+                raise self.error
             for event in self.events[since:]:
                 job = event.job or {}
                 named = not name or (job.get("metadata") or {}).get("name") == name
                 if event.type is type_ and named and all(getattr(event, k) == v for k, v in match.items()):
                     return event
-            if self.error is not None:
-                raise self.error
-            time.sleep(0.05)
-        raise AssertionError(
-            f"no {type_} {name} {match} within {timeout}s: {[str(e.type) for e in self.events]}"
-        )
+            return None
+
+        return eventually(seen, f"a {type_} event for {name or 'any job'} {match}")
 
     def names(self) -> set[str]:
         return {key[2] for key in self.jobs}
@@ -172,17 +167,14 @@ def test_a_watch_heals_an_api_server_outage_and_relists(
     synced = len(collector.events)
     controlplane.stop_component(envtest.run_dir, "kube-apiserver", crash=True)
     try:
-        collector.wait_for(UNAVAILABLE, since=synced, timeout=60)
+        collector.wait_for(UNAVAILABLE, since=synced)
     finally:
         controlplane.start_component(envtest.run_dir, "kube-apiserver")
     with KubeApi.from_kubeconfig(envtest.kubeconfig) as api:
         api.delete(f"{jobs_path(namespace)}/doomed")
         api.create(jobs_path(namespace), pytorch_job("after"))
-    collector.wait_for(SYNCED, since=synced, timeout=60)
-    deadline = time.monotonic() + 20
-    while collector.names() != {"before", "after"} and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert collector.names() == {"before", "after"}
+    collector.wait_for(SYNCED, since=synced)
+    eventually(lambda: collector.names() == {"before", "after"}, "the relisted jobs: before and after")
     controlplane.restart_controllers(envtest.run_dir)
 
 

@@ -16,6 +16,7 @@ import yaml
 from builders import cli_runner
 from kubetrain.cli.main import app
 from kubetrain.sdk import TrainingClient
+from local.local_run import master_last
 from waiting import PATIENCE, eventually
 
 pytestmark = pytest.mark.local
@@ -38,7 +39,19 @@ def manifest(tmp_path: Path, name: str, master: str, worker: str | None = None) 
 
 
 RANK = "import os\nfor step in range(2): print(f'rank={os.environ[\"RANK\"]} step={step}')"
-RANK_LAST = f"import time; time.sleep(1)\n{RANK}"
+
+
+def ranks(directory: Path, workers: int = 2) -> tuple[str, str]:
+    """(master, worker) scripts printing their steps, the master once every worker has ended."""
+    return master_last(directory, RANK, workers)
+
+
+def held_until(go: Path) -> str:
+    """Prints ``done`` once ``go`` exists: a run that cannot end before the test has suspended it."""
+    return (
+        f"import pathlib, time\nwhile not pathlib.Path({str(go)!r}).exists():\n    time.sleep(0.05)\n"
+        "print('done')"
+    )
 
 
 @pytest.fixture
@@ -56,7 +69,7 @@ def kubetrain(state_dir: Path) -> Iterator[Any]:
 
 
 def test_submit_wait_get_and_logs_of_a_local_run(kubetrain: Any, tmp_path: Path) -> None:
-    submitted = kubetrain("submit", str(manifest(tmp_path, "demo", RANK_LAST, RANK)))
+    submitted = kubetrain("submit", str(manifest(tmp_path, "demo", *ranks(tmp_path / "printed"))))
     assert submitted.stdout == "pytorchjob.kubeflow.org/demo created\n"
     waited = kubetrain("wait", "demo", "--for=condition=Succeeded", f"--timeout={PATIENCE:g}s")
     assert (waited.exit_code, waited.stdout) == (0, "pytorchjob.kubeflow.org/demo condition met\n")
@@ -74,7 +87,7 @@ def test_submit_wait_get_and_logs_of_a_local_run(kubetrain: Any, tmp_path: Path)
 
 
 def test_describe_shows_replicas_pods_conditions_and_events(kubetrain: Any, tmp_path: Path) -> None:
-    kubetrain("submit", str(manifest(tmp_path, "told", RANK_LAST, RANK)))
+    kubetrain("submit", str(manifest(tmp_path, "told", *ranks(tmp_path / "printed"))))
     kubetrain("wait", "told", f"--timeout={PATIENCE:g}s")
     text = kubetrain("describe", "pytorchjob", "told").stdout
     assert "Kind:          PyTorchJob (kubeflow.org/v1)" in text
@@ -87,7 +100,7 @@ def test_describe_shows_replicas_pods_conditions_and_events(kubetrain: Any, tmp_
 def test_a_local_runs_events_have_their_age_and_repeats_fold_into_one_with_a_count(
     kubetrain: Any, tmp_path: Path, state_dir: Path
 ) -> None:
-    path = manifest(tmp_path, "aged", RANK_LAST, RANK)
+    path = manifest(tmp_path, "aged", *ranks(tmp_path / "printed"))
     job = yaml.safe_load(path.read_text())
     # A template restartPolicy is warned about at each replica's creation: twice for the two workers.
     job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["restartPolicy"] = "Always"
@@ -127,10 +140,12 @@ def test_delete_stops_and_forgets_a_run(kubetrain: Any, tmp_path: Path) -> None:
 
 
 def test_suspend_and_resume_a_local_run(kubetrain: Any, tmp_path: Path) -> None:
-    kubetrain("submit", str(manifest(tmp_path, "held", "import time; time.sleep(1); print('done')")))
+    go = tmp_path / "go"
+    kubetrain("submit", str(manifest(tmp_path, "held", held_until(go))))
     assert kubetrain("suspend", "pytorchjob", "held").stdout == "pytorchjob.kubeflow.org/held suspended\n"
     assert kubetrain("wait", "held", "--for=condition=Suspended", f"--timeout={PATIENCE:g}s").exit_code == 0
     assert kubetrain("resume", "held").stdout == "pytorchjob.kubeflow.org/held resumed\n"
+    go.touch()
     assert kubetrain("wait", "held", f"--timeout={PATIENCE:g}s").exit_code == 0
     assert kubetrain("logs", "held").stdout == "master-0 | done\n"
 
@@ -192,8 +207,7 @@ def test_watching_prints_a_row_each_time_the_job_changes(state_dir: Path, tmp_pa
         # Running until the watcher has shown it: it polls every WATCH_INTERVAL in its own time, and a
         # job that ran for a fixed while could come and go between two polls on a loaded machine.
         go = tmp_path / "go"
-        held = f"import os, time\nwhile not os.path.exists({str(go)!r}): time.sleep(0.1)"
-        client.create_job(yaml.safe_load(manifest(tmp_path, "seen", held).read_text()))
+        client.create_job(yaml.safe_load(manifest(tmp_path, "seen", held_until(go)).read_text()))
         eventually(lambda: "Running" in states(), "the watcher's Running row")
         go.touch()
         client.wait_for_job_conditions("seen", polling_interval=0.2, wait_timeout=PATIENCE)

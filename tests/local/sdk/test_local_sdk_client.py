@@ -11,6 +11,7 @@ import pytest
 
 from kubetrain.api.jobs import TrainingJob
 from kubetrain.sdk import JobExistsError, JobFailedError, JobNotFoundError, TrainingClient
+from local.local_run import master_last
 from waiting import PATIENCE
 
 pytestmark = pytest.mark.local
@@ -50,8 +51,13 @@ def pytorch_job(name: str, master: str, worker: str | None = None, workers: int 
 
 
 PRINT_RANK = "import os\nfor step in range(3): print(f'rank={os.environ[\"RANK\"]} step={step}')"
-PRINT_RANK_LAST = f"import time; time.sleep(1)\n{PRINT_RANK}"
-"""The master's success ends a PyTorchJob: a master that waits lets the workers finish first."""
+
+
+def ranks(directory: Path, workers: int = 2) -> tuple[str, str]:
+    """(master, worker) scripts printing their steps, the master once every worker has ended."""
+    return master_last(directory, PRINT_RANK, workers)
+
+
 SLEEP = "import time; time.sleep(600)"
 
 
@@ -87,8 +93,10 @@ def test_a_function_job_runs_to_succeeded_and_logs_each_line(client: TrainingCli
     assert logs == {"fn-master-0": "step=0 lr=0.5\nstep=1 lr=0.5\n"}
 
 
-def test_a_job_object_runs_every_replica_and_their_logs_stream_line_by_line(client: TrainingClient) -> None:
-    client.create_job(pytorch_job("ranks", PRINT_RANK_LAST, PRINT_RANK, workers=2))
+def test_a_job_object_runs_every_replica_and_their_logs_stream_line_by_line(
+    client: TrainingClient, tmp_path: Path
+) -> None:
+    client.create_job(pytorch_job("ranks", *ranks(tmp_path / "printed"), workers=2))
     wait(client, "ranks")
     lines = sorted(client.stream_job_logs("ranks", follow=True))
     assert lines == sorted(
@@ -149,20 +157,29 @@ def test_a_second_job_of_the_same_name_is_refused_while_the_first_runs(client: T
         client.delete_job("once")
 
 
-def test_pods_are_selected_by_replica_type_in_any_case(client: TrainingClient) -> None:
-    client.create_job(pytorch_job("pods", PRINT_RANK_LAST, PRINT_RANK, workers=2))
+def test_pods_are_selected_by_replica_type_in_any_case(client: TrainingClient, tmp_path: Path) -> None:
+    client.create_job(pytorch_job("pods", *ranks(tmp_path / "printed"), workers=2))
     wait(client, "pods")
     assert client.get_job_pod_names("pods", replica_type="WORKER") == ["pods-worker-0", "pods-worker-1"]
     assert client.get_job_pod_names("pods", is_master=True) == ["pods-master-0"]
     assert {p.status.phase for p in client.get_job_pods("pods") if p.status} == {"Succeeded"}
 
 
-def test_suspending_a_local_run_holds_it_and_resuming_runs_it_to_the_end(client: TrainingClient) -> None:
-    client.create_job(pytorch_job("held", "import time; time.sleep(1); print('done')"))
+def test_suspending_a_local_run_holds_it_and_resuming_runs_it_to_the_end(
+    client: TrainingClient, tmp_path: Path
+) -> None:
+    # It cannot end before the test has suspended it: it prints once the file ``go`` exists.
+    go = tmp_path / "go"
+    held = (
+        f"import pathlib, time\nwhile not pathlib.Path({str(go)!r}).exists():\n    time.sleep(0.05)\n"
+        "print('done')"
+    )
+    client.create_job(pytorch_job("held", held))
     client.suspend_job("held")
     wait(client, "held", "Suspended")
     assert client.get_job_pod_names("held") == ["held-master-0"]
     client.resume_job("held")
+    go.touch()
     wait(client, "held")
     assert client.get_job_logs("held")[0] == {"held-master-0": "done\n"}
 
