@@ -3,20 +3,25 @@ deletions of pods on fake nodes complete, except on a node the test declared los
 
 from __future__ import annotations
 
-import time
-
 import pytest
-from cluster_pods import create_pod, is_bound, pod_manifest, wait_gone
+from cluster_pods import create_pod, is_bound, pod_manifest, scheduled_condition, wait_gone
 
 from kubetrain.envtest.kubeapi import KubeApi, KubeObject
+from kubetrain.envtest.nodes import FAKE_NODE_LABEL
 from kubetrain.envtest.poddriver import PodDriver, PodDriverError, pod_path, wait_for_pod
+from waiting import PATIENCE, eventually
 
 pytestmark = pytest.mark.cluster
 
 
 def _bound_pod(kube_api: KubeApi, namespace: str, restart_policy: str = "Never") -> KubeObject:
     pod = create_pod(kube_api, namespace, pod_manifest("worker", restart_policy=restart_policy))
-    return wait_for_pod(kube_api, pod, is_bound)
+    return wait_for_pod(kube_api, pod, is_bound, PATIENCE)
+
+
+def _fake_nodes(kube_api: KubeApi) -> list[str]:
+    nodes = kube_api.get("/api/v1/nodes", {"labelSelector": FAKE_NODE_LABEL})["items"]
+    return [node["metadata"]["name"] for node in nodes]
 
 
 def _condition(pod: KubeObject, kind: str) -> KubeObject:
@@ -124,8 +129,15 @@ def test_a_deleted_pod_on_a_lost_node_stays_terminating_until_the_node_recovers(
     lost = pod_driver.lose_node(pod)
     assert _condition(lost, "Ready")["status"] == "False"
 
+    # Then one on a healthy node: the finisher reads deletions in order, so once this one is finished the
+    # worker's was read before it, however slow the machine.
+    healthy = next(n for n in _fake_nodes(kube_api) if n != lost["spec"]["nodeName"])
+    sentinel = pod_manifest("sentinel")
+    sentinel["spec"]["nodeName"] = healthy
+    create_pod(kube_api, namespace, sentinel)
     kube_api.delete(pod_path(namespace, "worker"))
-    time.sleep(2)  # longer than the finisher takes on a healthy node (well under a second)
+    kube_api.delete(pod_path(namespace, "sentinel"))
+    wait_gone(kube_api, pod_path(namespace, "sentinel"))
     terminating = kube_api.get(pod_path(namespace, "worker"))
     assert terminating["metadata"]["deletionTimestamp"]
 
@@ -135,6 +147,12 @@ def test_a_deleted_pod_on_a_lost_node_stays_terminating_until_the_node_recovers(
 
 def test_driving_a_pod_no_node_can_take_names_the_scheduler_reason(kube_api: KubeApi, namespace: str) -> None:
     pod = create_pod(kube_api, namespace, pod_manifest("unschedulable", gpus=10_000))
+    # The scheduler's verdict first: a driver that gives up before it is written has no reason to name. No
+    # wait would bind this pod, so giving up soon after cannot pass for the wrong reason.
+    eventually(
+        lambda: scheduled_condition(kube_api.get(pod_path(namespace, "unschedulable"))).get("reason"),
+        "the scheduler's verdict on the pod",
+    )
     impatient = PodDriver(kube_api, bind_timeout=3)
 
     with pytest.raises(PodDriverError, match="Unschedulable"):

@@ -1,10 +1,11 @@
 """The operator diagnoses the seeds' failure modes on a real API server and scheduler: a Warning event on the
-job naming the pods, the cause and the fix within 30 s of the cause, and ``kubetrain describe`` showing it
-first while it holds. The fake nodes advertise ``nvidia.com/gpu``; the pod driver plays the kubelet."""
+job naming the pods, the cause and the fix, after the cause, and ``kubetrain describe`` showing it first
+while it holds. The fake nodes advertise ``nvidia.com/gpu``; the pod driver plays the kubelet. How soon
+after the cause the event comes is bench/operator_latency.py's to measure."""
 
 from __future__ import annotations
 
-import time
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -20,7 +21,6 @@ from kubetrain.envtest.pytest_plugin import EnvtestCluster
 
 pytestmark = pytest.mark.cluster
 
-CAUSE_TO_EVENT_SECONDS = 30.0
 GPU = "nvidia.com/gpu"
 
 
@@ -48,7 +48,7 @@ def first_warning(api: KubeApi, namespace: str, job: str, reason: str, naming: s
     def found() -> list[dict[str, Any]]:
         return [e for e in warnings(api, namespace, job, reason) if e["message"].startswith(naming)]
 
-    return dict(eventually(found, CAUSE_TO_EVENT_SECONDS, f"a {reason} event on {job}")[0])
+    return dict(eventually(found, f"a {reason} event on {job}")[0])
 
 
 def describe(envtest: EnvtestCluster, namespace: str, job: str) -> list[str]:
@@ -57,6 +57,24 @@ def describe(envtest: EnvtestCluster, namespace: str, job: str) -> list[str]:
     )
     assert result.exit_code == 0, result.output
     return str(result.stdout).splitlines()
+
+
+def moment(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def first_seen(event: dict[str, Any]) -> datetime:
+    """When an Event was first recorded, in whole seconds (``firstTimestamp``, or ``eventTime`` cut to it)."""
+    if event.get("firstTimestamp"):
+        return moment(event["firstTimestamp"])
+    return moment(event["eventTime"]).replace(microsecond=0)
+
+
+def unschedulable_since(api: KubeApi, namespace: str, name: str) -> datetime:
+    """When the scheduler found the pod could not be placed: its PodScheduled=False condition's time."""
+    conditions = api.get(f"/api/v1/namespaces/{namespace}/pods/{name}")["status"]["conditions"]
+    [scheduled] = [c for c in conditions if c["type"] == "PodScheduled" and c["status"] == "False"]
+    return moment(scheduled["lastTransitionTime"])
 
 
 def unschedulable(api: KubeApi, namespace: str) -> list[str]:
@@ -84,15 +102,14 @@ def test_a_half_scheduled_job_without_gang_scheduling_is_a_gang_deadlock_naming_
     create_job(kube_api, namespace, gpu_job("deadlock", workers=len(per_node), gpus=min(per_node)))
     names = ["deadlock-master-0", *(f"deadlock-worker-{i}" for i in range(len(per_node)))]
     wait_pods(kube_api, namespace, names)
-    [pending] = eventually(lambda: unschedulable(kube_api, namespace), 30.0, "the pod that does not fit")
+    [pending] = eventually(lambda: unschedulable(kube_api, namespace), "the pod that does not fit")
     for name in names:
         if name != pending:
             pod_driver.run((namespace, name))
-    running_at = time.monotonic()
 
     event = first_warning(kube_api, namespace, "deadlock", "GangDeadlock")
 
-    assert time.monotonic() - running_at < CAUSE_TO_EVENT_SECONDS
+    assert first_seen(event) >= unschedulable_since(kube_api, namespace, pending), "after its cause"
     message = event["message"]
     assert message.startswith(f"pod {pending} cannot be scheduled (0/")
     assert f"Insufficient {GPU}) while the job's other pods were placed" in message
@@ -181,9 +198,7 @@ def test_an_image_that_cannot_be_pulled_is_an_image_pull_failed_event_and_leaves
         "(ErrImagePull: not found). Fix:"
     )
     assert shown[:2] == ["Diagnosis:", f"  ImagePullFailed: {event['message']}"]
-    eventually(
-        lambda: describe(envtest, namespace, "typo")[0].startswith("Name:"), 30.0, "the diagnosis gone"
-    )
+    eventually(lambda: describe(envtest, namespace, "typo")[0].startswith("Name:"), "the diagnosis gone")
 
 
 def test_a_finding_that_holds_is_one_event_whose_count_grows(
@@ -199,7 +214,6 @@ def test_a_finding_that_holds_is_one_event_whose_count_grows(
 
     counted = eventually(
         lambda: [e for e in warnings(kube_api, namespace, "steady", "CrashLoop") if e.get("count", 1) > 1],
-        45.0,
         "the CrashLoop event counted again",
     )
 

@@ -85,7 +85,7 @@ def test_mpijob_v1_gets_its_launcher_rbac_config_map_and_pods_and_follows_the_la
         wait_condition(api, "MPIJob", "default", "j", "Succeeded")
 
 
-def test_a_deleted_launcher_role_binding_is_made_again_within_a_resync_period(
+def test_a_deleted_launcher_role_binding_is_made_again_by_the_resync(
     mpi_v1_cluster: Path, start_operator: StartOperator
 ) -> None:
     start_operator(

@@ -1,8 +1,10 @@
 """The operator's status endpoint against a real API server: a replica's report reaches the job's status,
-``kubetrain get`` and the SDK in seconds; Kubeflow Trainer v2.3's own status script, run as the pod the
-operator rendered, sets the trainerStatus; any other token, a malformed report and a flood are refused and
-change nothing; the history survives a restart; the certificate rotates without one; a job that goes quiet
-is caught at its deadline; and with the endpoint off pods are as upstream's and nothing is created."""
+``kubetrain get`` and the SDK, stamped with when it was received, and a later one replaces it; Kubeflow
+Trainer v2.3's own status script, run as the pod the operator rendered, sets the trainerStatus; any other
+token, a malformed report and a flood are refused and change nothing; the history survives a restart; the
+certificate rotates without one; a job that goes quiet is caught once its deadline has passed; and with the
+endpoint off pods are as upstream's and nothing is created. How fast a report shows is
+bench/operator_latency.py's to measure."""
 
 from __future__ import annotations
 
@@ -50,6 +52,7 @@ from kubetrain.envtest.pytest_plugin import EnvtestCluster
 from kubetrain.kube.status.credentials import StoredCredentials, secret_data
 from kubetrain.kube.status.settings import StatusServerSettings
 from kubetrain.progress.credentials import issue
+from kubetrain.progress.server import TOKEN_BURST, TOKEN_RATE
 from kubetrain.sdk.client import TrainingClient
 
 pytestmark = pytest.mark.cluster
@@ -79,21 +82,35 @@ def running_job(api: KubeApi, namespace: str, name: str, **job: Any) -> dict[str
 
 def wait_pod(api: KubeApi, namespace: str, name: str) -> None:
     path = f"/api/v1/namespaces/{namespace}/pods/{name}"
-    eventually(lambda: api.get_or_none(path), 30, f"pod {name}")
+    eventually(lambda: api.get_or_none(path), f"pod {name}")
 
 
-def test_a_replicas_report_is_in_the_status_kubetrain_get_and_the_sdk_within_5_seconds(
+def utc_now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+def received_at(status: dict[str, Any]) -> datetime.datetime:
+    """A report's ``lastUpdatedTime``: when the endpoint received it, in whole seconds."""
+    return datetime.datetime.fromisoformat(status["lastUpdatedTime"].replace("Z", "+00:00"))
+
+
+def whole_second(moment: datetime.datetime) -> datetime.datetime:
+    return moment.replace(microsecond=0)
+
+
+def test_a_replicas_report_is_in_the_status_kubetrain_get_and_the_sdk(
     kube_api: KubeApi, namespace: str, start_operator: StartOperator, envtest: EnvtestCluster
 ) -> None:
     metrics = free_port()
     endpoint = start_endpoint(start_operator, namespace, "--metrics-bind-address", f"127.0.0.1:{metrics}")
     master = running_job(kube_api, namespace, "bert")
     token = mint_token(kube_api, master, audience(namespace, "bert"))
-    sent = time.monotonic()
+    sent = utc_now()
     code, answer = post(endpoint.url("bert"), ca_bundle(kube_api, namespace), REPORT, token)
+    answered = utc_now()
     assert code == 200, answer
-    written = eventually(lambda: trainer_status(kube_api, namespace, "bert"), 5, "trainerStatus")
-    assert time.monotonic() - sent < 5
+    written = eventually(lambda: trainer_status(kube_api, namespace, "bert"), "trainerStatus")
+    assert whole_second(sent) <= received_at(written) <= answered, "stamped while the request was served"
     assert written["progressPercentage"] == 42 and written["estimatedRemainingSeconds"] == 600
     assert written["metrics"] == REPORT["trainerStatus"]["metrics"]
 
@@ -121,6 +138,29 @@ def test_a_replicas_report_is_in_the_status_kubetrain_get_and_the_sdk_within_5_s
         assert sample in text, f"{sample} missing from /metrics"
 
 
+def test_a_later_report_replaces_an_earlier_one_in_the_status(
+    kube_api: KubeApi, namespace: str, start_operator: StartOperator
+) -> None:
+    endpoint = start_endpoint(start_operator, namespace)
+    master = running_job(kube_api, namespace, "bert")
+    token = mint_token(kube_api, master, audience(namespace, "bert"))
+    ca = ca_bundle(kube_api, namespace)
+    earlier = {"trainerStatus": {"progressPercentage": 10, "metrics": [{"name": "loss", "value": "2.5"}]}}
+    later = {"trainerStatus": {"progressPercentage": 60, "metrics": [{"name": "loss", "value": "1.25"}]}}
+
+    assert post(endpoint.url("bert"), ca, earlier, token)[0] == 200
+    first = eventually(lambda: trainer_status(kube_api, namespace, "bert"), "the earlier report")
+    assert post(endpoint.url("bert"), ca, later, token)[0] == 200
+
+    def replaced() -> dict[str, Any] | None:
+        status = trainer_status(kube_api, namespace, "bert")
+        return status if status and status["progressPercentage"] == 60 else None
+
+    second = eventually(replaced, "the later report")
+    assert second["metrics"] == later["trainerStatus"]["metrics"]
+    assert received_at(second) >= received_at(first)
+
+
 def test_trainer_v2_3s_own_status_script_run_as_the_rendered_pod_sets_the_trainer_status(
     kube_api: KubeApi, namespace: str, start_operator: StartOperator, tmp_path: Path
 ) -> None:
@@ -138,7 +178,7 @@ def test_trainer_v2_3s_own_status_script_run_as_the_rendered_pod_sets_the_traine
     )
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert ran.stdout.startswith("Success updating trainer status: 200 ")
-    written = eventually(lambda: trainer_status(kube_api, namespace, "bert"), 5, "trainerStatus")
+    written = eventually(lambda: trainer_status(kube_api, namespace, "bert"), "trainerStatus")
     assert (written["progressPercentage"], written["estimatedRemainingSeconds"]) == (42, 120)
     assert written["metrics"] == [{"name": "loss", "value": "0.123"}, {"name": "accuracy", "value": "0.95"}]
 
@@ -170,9 +210,14 @@ def test_refusals_say_why_and_change_nothing(
     assert "between 0 and 100" in answer["message"]
     code, answer = post(url, ca, b"{not json", token)
     assert (code, answer["reason"]) == (422, "Invalid")
-    time.sleep(2)
+    # Then one it accepts, for the other job. Reports are written oldest first: once this one shows, whatever
+    # the refusals had left to write would show too, however slow the machine.
+    accepted = {"trainerStatus": {"progressPercentage": 7}}
+    gpt_token = mint_token(kube_api, other, audience(namespace, "gpt"))
+    assert post(endpoint.url("gpt"), ca, accepted, gpt_token)[0] == 200
+    written = eventually(lambda: trainer_status(kube_api, namespace, "gpt"), "the accepted report")
+    assert written["progressPercentage"] == 7
     assert trainer_status(kube_api, namespace, "bert") is None
-    assert trainer_status(kube_api, namespace, "gpt") is None
 
 
 def test_a_flood_from_one_pod_is_refused_with_429_and_retry_after(
@@ -181,10 +226,21 @@ def test_a_flood_from_one_pod_is_refused_with_429_and_retry_after(
     endpoint = start_endpoint(start_operator, namespace)
     master = running_job(kube_api, namespace, "bert")
     token = mint_token(kube_api, master, audience(namespace, "bert"))
-    ca = ca_bundle(kube_api, namespace)
-    codes = [post(endpoint.url("bert"), ca, REPORT, token)[0] for _ in range(20)]
-    assert codes[:3] == [200, 200, 200]
-    assert codes.count(429) >= 10
+    ca, url = ca_bundle(kube_api, namespace), endpoint.url("bert")
+    started = time.monotonic()
+    assert [post(url, ca, REPORT, token)[0] for _ in range(3)] == [200, 200, 200], "within the burst"
+    codes: list[int] = []
+
+    def refused() -> bool:
+        # A busy machine sends slower: flood until the bucket runs dry, however long that takes.
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            codes.extend(pool.map(lambda _: post(url, ca, REPORT, token)[0], range(16)))
+        return 429 in codes
+
+    eventually(refused, "a 429 for the flood")
+    elapsed = time.monotonic() - started
+    assert set(codes) <= {200, 429}
+    assert 3 + codes.count(200) <= TOKEN_BURST + TOKEN_RATE * elapsed + 1, "the burst, then the token's rate"
 
 
 def test_a_flood_of_random_tokens_is_refused_and_reviewed_at_a_bounded_rate(
@@ -276,7 +332,7 @@ def test_credentials_due_for_renewal_are_published_then_served_without_a_restart
     endpoint = start_endpoint(start_operator, namespace, port=port)
     running_job(kube_api, namespace, "bert")
 
-    renewed = eventually(lambda: kube_api.get(secret_path)["metadata"].get("annotations"), 10, "a renewal")
+    renewed = eventually(lambda: kube_api.get(secret_path)["metadata"].get("annotations"), "a renewal")
     assert "kubetrain.dev/next-credentials-since" in renewed
     bundle = ca_bundle(kube_api, namespace)
     assert bundle.startswith(due.ca_cert) and bundle.count("BEGIN CERTIFICATE") == 2, "both CAs published"
@@ -296,23 +352,26 @@ def test_credentials_due_for_renewal_are_published_then_served_without_a_restart
             return False
         return True
 
-    eventually(serving_the_new_one, 30, "the renewed certificate served")
+    eventually(serving_the_new_one, "the renewed certificate served")
     assert endpoint.operator.process.poll() is None, "no restart"
-    eventually(
-        lambda: ca_bundle(kube_api, namespace) == new_ca + due.ca_cert, 20, "the bundle: new, then old"
-    )
+    eventually(lambda: ca_bundle(kube_api, namespace) == new_ca + due.ca_cert, "the bundle: new, then old")
     master = pod(kube_api, namespace, "bert-master-0")
     token = mint_token(kube_api, master, audience(namespace, "bert"))
     assert post(endpoint.url("bert"), new_ca, REPORT, token)[0] == 200
 
 
 DEADLINE = 5
+DEADLINE_PASSED = datetime.timedelta(seconds=DEADLINE)
+
+
+def transitioned(condition: dict[str, Any]) -> datetime.datetime:
+    return datetime.datetime.fromisoformat(condition["lastTransitionTime"].replace("Z", "+00:00"))
 
 
 def _silent_job(
     kube_api: KubeApi, namespace: str, pod_driver: PodDriver, name: str, action: str
-) -> tuple[dict[str, Any], float]:
-    """A job whose replicas run and report once, then fall silent; returns the master and when it reported."""
+) -> dict[str, Any]:
+    """A running job whose replicas will report once, then fall silent; returns its master."""
     annotations = {
         "kubetrain.dev/progress-deadline-seconds": str(DEADLINE),
         "kubetrain.dev/progress-deadline-action": action,
@@ -321,22 +380,21 @@ def _silent_job(
     for replica in (master, pod(kube_api, namespace, f"{name}-worker-0")):
         pod_driver.run(replica)
     wait_condition(kube_api, "PyTorchJob", namespace, name, "Running")
-    return master, time.monotonic()
+    return master
 
 
-def test_a_job_that_stops_reporting_is_stalled_within_its_deadline_plus_30_seconds(
+def test_a_job_that_stops_reporting_is_stalled_once_its_deadline_has_passed(
     kube_api: KubeApi, namespace: str, start_operator: StartOperator, pod_driver: PodDriver
 ) -> None:
     endpoint = start_endpoint(start_operator, namespace)
-    master, _ = _silent_job(kube_api, namespace, pod_driver, "hangs", "Warn")
+    master = _silent_job(kube_api, namespace, pod_driver, "hangs", "Warn")
     token = mint_token(kube_api, master, audience(namespace, "hangs"))
     assert post(endpoint.url("hangs"), ca_bundle(kube_api, namespace), REPORT, token)[0] == 200
-    reported = time.monotonic()
-    eventually(lambda: trainer_status(kube_api, namespace, "hangs"), 5, "the report")
-    stalled = wait_condition(kube_api, "PyTorchJob", namespace, "hangs", "Stalled", timeout=DEADLINE + 30)
-    assert time.monotonic() - reported <= DEADLINE + 30
+    report = eventually(lambda: trainer_status(kube_api, namespace, "hangs"), "the report")
+    stalled = wait_condition(kube_api, "PyTorchJob", namespace, "hangs", "Stalled")
     condition = condition_true(stalled, "Stalled")
     assert condition is not None and condition["reason"] == "ProgressDeadlineExceeded"
+    assert transitioned(condition) >= received_at(report) + DEADLINE_PASSED, "not before the deadline"
     assert "hangs-master-0" in condition["message"]
     assert condition_true(get_job(kube_api, "PyTorchJob", namespace, "hangs"), "Running"), "processes alive"
 
@@ -345,20 +403,20 @@ def test_a_silent_job_that_asked_for_it_is_failed_and_restarted(
     kube_api: KubeApi, namespace: str, start_operator: StartOperator, pod_driver: PodDriver
 ) -> None:
     endpoint = start_endpoint(start_operator, namespace)
-    master, _ = _silent_job(kube_api, namespace, pod_driver, "hangs", "Fail")
+    master = _silent_job(kube_api, namespace, pod_driver, "hangs", "Fail")
     token = mint_token(kube_api, master, audience(namespace, "hangs"))
     assert post(endpoint.url("hangs"), ca_bundle(kube_api, namespace), REPORT, token)[0] == 200
-    reported = time.monotonic()
+    report = eventually(lambda: trainer_status(kube_api, namespace, "hangs"), "the report")
 
     def replaced() -> bool:
         current = kube_api.get_or_none(f"/api/v1/namespaces/{namespace}/pods/hangs-master-0")
         return current is not None and current["metadata"]["uid"] != master["metadata"]["uid"]
 
-    eventually(replaced, DEADLINE + 30, "the silent master replaced")
-    assert time.monotonic() - reported <= DEADLINE + 30
+    eventually(replaced, "the silent master replaced")
     job = get_job(kube_api, "PyTorchJob", namespace, "hangs")
     restarting = [c for c in job["status"]["conditions"] if c["type"] == "Restarting"]
     assert restarting and restarting[-1]["reason"] == "ProgressDeadlineExceeded"
+    assert transitioned(restarting[-1]) >= received_at(report) + DEADLINE_PASSED, "not before the deadline"
 
 
 def test_with_the_endpoint_off_pods_are_upstreams_and_nothing_is_created(
@@ -380,14 +438,14 @@ def test_a_follower_replica_serves_the_same_certificate_and_writes_what_it_recei
 ) -> None:
     election = ("--leader-elect", "--leader-election-namespace", namespace)
     leader = start_endpoint(start_operator, namespace, *election)
-    eventually(lambda: "status endpoint: serving" in leader.operator.log, 30)
+    eventually(lambda: "status endpoint: serving" in leader.operator.log)
     master = running_job(kube_api, namespace, "bert")
     follower = start_endpoint(start_operator, namespace, *election)
     assert "created credentials" not in follower.operator.log, "it read the leader's Secret"
     ca = ca_bundle(kube_api, namespace)
     token = mint_token(kube_api, master, audience(namespace, "bert"))
     assert post(follower.url("bert"), ca, REPORT, token)[0] == 200
-    written = eventually(lambda: trainer_status(kube_api, namespace, "bert"), 5, "the follower's write")
+    written = eventually(lambda: trainer_status(kube_api, namespace, "bert"), "the follower's write")
     assert written["progressPercentage"] == 42
     assert _served_serial(leader.port, ca) == _served_serial(follower.port, ca)
 
@@ -417,7 +475,7 @@ def test_the_mpi_v2beta1_launcher_run_by_its_batch_job_reports_for_its_mpijob(
         items = kube_api.get(f"/api/v1/namespaces/{namespace}/pods", selector)["items"]
         return items[0] if items else None
 
-    pod_of_the_batch_job = eventually(launcher_pod, 30, "the launcher pod the Job controller makes")
+    pod_of_the_batch_job = eventually(launcher_pod, "the launcher pod the Job controller makes")
     env = {e["name"] for e in pod_of_the_batch_job["spec"]["containers"][0]["env"]}
     assert "KUBEFLOW_TRAINER_SERVER_URL" in env
     token = mint_token(
@@ -430,7 +488,6 @@ def test_the_mpi_v2beta1_launcher_run_by_its_batch_job_reports_for_its_mpijob(
         lambda: (
             kube_api.get(f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs/pi").get("status") or {}
         ).get("trainerStatus"),
-        5,
         "the MPIJob's trainerStatus",
     )
     assert written["progressPercentage"] == 42
