@@ -280,7 +280,7 @@ run: $(RUN_STAMP)
 
 # Real processes: every example trains for real, plus restart, failure and Ctrl-C semantics.
 test-local: $(EXAMPLES_STAMP)
-	$(PYTEST) tests/local -q
+	$(PYTEST) tests/local -q --durations=15
 
 # Faults under load (tests/faults) at CI size, 40 jobs: every scenario starts and restarts a control plane of
 # its own, so it needs the envtest binaries (built by the Go lane: the build's lock makes this wait for
