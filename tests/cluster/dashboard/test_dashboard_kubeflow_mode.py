@@ -16,6 +16,7 @@ from dashboard_process import CRDS, RunningDashboard, pytorch_job, running_dashb
 from kubetrain.envtest.crds import install_crds
 from kubetrain.envtest.kubeapi import KubeApi
 from kubetrain.envtest.pytest_plugin import EnvtestCluster
+from waiting import PATIENCE
 
 pytestmark = pytest.mark.cluster
 
@@ -88,7 +89,7 @@ def dashboard(
 
 
 def snapshot(url: str, headers: dict[str, str]) -> dict[str, Any]:
-    with httpx.stream("GET", f"{url}api/stream", headers=headers, timeout=20) as response:
+    with httpx.stream("GET", f"{url}api/stream", headers=headers, timeout=PATIENCE) as response:
         assert response.status_code == 200
         lines = response.iter_lines()
         for line in lines:
@@ -111,7 +112,7 @@ def test_a_user_may_read_and_act_on_jobs_in_their_namespace(
     dashboard: RunningDashboard, namespace: str, kube_api: KubeApi
 ) -> None:
     job = f"{dashboard.url}api/jobs/cluster/{namespace}/pytorchjobs.v1/mine"
-    with httpx.Client(headers=ALICE, timeout=20) as client:
+    with httpx.Client(headers=ALICE, timeout=PATIENCE) as client:
         assert client.get(job).json()["row"]["name"] == "mine"
         assert client.get(f"{job}/events").status_code == 200
         token = client.get(f"{dashboard.url}api/session").headers["X-CSRF-Token"]
@@ -125,7 +126,7 @@ def test_another_namespaces_job_logs_and_actions_are_refused_and_show_nothing(
     dashboard: RunningDashboard, other_namespace: str, kube_api: KubeApi
 ) -> None:
     job = f"{dashboard.url}api/jobs/cluster/{other_namespace}/pytorchjobs.v1/theirs"
-    with httpx.Client(headers=ALICE, timeout=20) as client:
+    with httpx.Client(headers=ALICE, timeout=PATIENCE) as client:
         token = client.get(f"{dashboard.url}api/session").headers["X-CSRF-Token"]
         refused = [
             client.get(job),
@@ -144,5 +145,5 @@ def test_another_namespaces_job_logs_and_actions_are_refused_and_show_nothing(
 
 
 def test_a_request_without_the_user_header_is_refused_with_401(dashboard: RunningDashboard) -> None:
-    assert httpx.get(dashboard.url, timeout=10).status_code == 401
-    assert httpx.get(f"{dashboard.url}api/session", timeout=10).status_code == 401
+    assert httpx.get(dashboard.url, timeout=PATIENCE).status_code == 401
+    assert httpx.get(f"{dashboard.url}api/session", timeout=PATIENCE).status_code == 401

@@ -20,6 +20,7 @@ from kubetrain.envtest import binaries
 from kubetrain.envtest.crds import install_crds
 from kubetrain.envtest.kubeapi import KubeApi
 from kubetrain.envtest.pytest_plugin import EnvtestCluster
+from waiting import PATIENCE
 
 pytestmark = pytest.mark.cluster
 
@@ -217,12 +218,13 @@ def test_the_charts_rbac_lets_the_dashboard_serve_a_user_their_namespace(
         assert [row["name"] for row in shown["jobs"] if row["namespace"] == namespace] == ["visible"]
         assert all(source["reachable"] for source in shown["sources"]), shown["sources"]
         job = f"{dashboard.url}api/jobs/cluster/{namespace}/pytorchjobs.v1/visible"
-        assert httpx.get(job, headers={"kubeflow-userid": "bob"}, timeout=20).status_code == 200
-        assert httpx.get(f"{job}/pods", headers={"kubeflow-userid": "bob"}, timeout=20).status_code == 403
+        bob = {"kubeflow-userid": "bob"}
+        assert httpx.get(job, headers=bob, timeout=PATIENCE).status_code == 200
+        assert httpx.get(f"{job}/pods", headers=bob, timeout=PATIENCE).status_code == 403
 
 
 def first_snapshot(dashboard: RunningDashboard, headers: dict[str, str]) -> dict[str, Any]:
-    with httpx.stream("GET", f"{dashboard.url}api/stream", headers=headers, timeout=20) as response:
+    with httpx.stream("GET", f"{dashboard.url}api/stream", headers=headers, timeout=PATIENCE) as response:
         lines = response.iter_lines()
         for line in lines:
             if line == "event: snapshot":

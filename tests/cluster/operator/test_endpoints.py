@@ -10,6 +10,7 @@ import pytest
 from operator_support import StartOperator, create_job, eventually, pytorch_job, wait_pods
 
 from kubetrain.envtest.kubeapi import KubeApi
+from waiting import PATIENCE
 
 pytestmark = pytest.mark.cluster
 
@@ -22,7 +23,7 @@ def free_port() -> int:
 
 def fetch(port: int, path: str) -> tuple[int, str]:
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=PATIENCE) as response:
             return response.status, response.read().decode()
     except urllib.error.HTTPError as error:
         return error.code, error.read().decode()

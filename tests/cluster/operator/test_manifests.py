@@ -34,6 +34,7 @@ from kubetrain.envtest import binaries
 from kubetrain.envtest.kubeapi import KubeApi
 from kubetrain.envtest.poddriver import PodDriver
 from kubetrain.envtest.pytest_plugin import EnvtestCluster
+from waiting import PATIENCE
 
 pytestmark = pytest.mark.cluster
 
@@ -48,7 +49,7 @@ WEBHOOK_CONFIGURATION_KINDS = (
 
 def kubectl(envtest: EnvtestCluster, *args: str) -> str:
     command = [str(binaries.locate().kubectl), "--kubeconfig", str(envtest.kubeconfig), *args]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=PATIENCE, check=False)
     assert done.returncode == 0, f"kubectl {' '.join(args)} failed:\n{done.stderr}"
     return done.stdout
 

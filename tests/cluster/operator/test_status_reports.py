@@ -54,6 +54,7 @@ from kubetrain.kube.status.settings import StatusServerSettings
 from kubetrain.progress.credentials import issue
 from kubetrain.progress.server import TOKEN_BURST, TOKEN_RATE
 from kubetrain.sdk.client import TrainingClient
+from waiting import PATIENCE
 
 pytestmark = pytest.mark.cluster
 
@@ -127,7 +128,7 @@ def test_a_replicas_report_is_in_the_status_kubetrain_get_and_the_sdk(
     status = client.get_job("bert", job_kind="PyTorchJob").status.trainer_status
     assert status is not None and status.progress_percentage == 42 and status.metric("loss") == "0.3125"
 
-    text = urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=5).read().decode()
+    text = urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=PATIENCE).read().decode()
     for sample in (
         'kubetrain_status_requests{code="200"} 1.0',
         'kubetrain_status_writes{result="written"} 1.0',
@@ -173,7 +174,7 @@ def test_trainer_v2_3s_own_status_script_run_as_the_rendered_pod_sets_the_traine
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=PATIENCE,
         check=False,
     )
     assert ran.returncode == 0, ran.stdout + ran.stderr
@@ -255,7 +256,7 @@ def test_a_flood_of_random_tokens_is_refused_and_reviewed_at_a_bounded_rate(
         codes = list(pool.map(lambda _: post(url, ca, REPORT, secrets.token_urlsafe(32))[0], range(400)))
     elapsed = time.monotonic() - started
     assert set(codes) <= {403, 429}
-    text = urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=5).read().decode()
+    text = urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=PATIENCE).read().decode()
     reviewed = next(
         float(line.split()[-1]) for line in text.splitlines() if 'token_reviews{outcome="reviewed"}' in line
     )

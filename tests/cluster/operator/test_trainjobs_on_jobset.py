@@ -18,6 +18,7 @@ from kubetrain.envtest.kubeapi import KubeApi, KubeObject
 from kubetrain.envtest.poddriver import PodDriver
 from kubetrain.envtest.pytest_plugin import EnvtestCluster
 from trainjob_cluster import install_trainjob_crds
+from waiting import PATIENCE
 
 pytestmark = pytest.mark.cluster
 
@@ -97,7 +98,7 @@ def test_trainers_own_status_script_sets_a_trainjobs_trainer_status(
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=PATIENCE,
         check=False,
     )
     assert ran.returncode == 0, ran.stdout + ran.stderr

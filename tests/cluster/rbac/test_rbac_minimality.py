@@ -191,7 +191,7 @@ def operator(kubeconfig: Path, log: Path, *flags: str) -> Iterator[int]:
         yield port
     finally:
         process.send_signal(signal.SIGTERM)
-        process.wait(30)
+        process.wait(waiting.PATIENCE)
 
 
 def report(api: KubeApi, port: int, pod: KubeObject, plural: str, version: str = "v1") -> None:
@@ -220,7 +220,7 @@ def report(api: KubeApi, port: int, pod: KubeObject, plural: str, version: str =
         lambda: api.get_or_none(f"/api/v1/namespaces/{JOBS}/configmaps/{CA_CONFIG_MAP}"), "the CA"
     )["data"]["ca.crt"]
     url = f"https://127.0.0.1:{port}/apis/kubeflow.org/{version}/namespaces/{JOBS}/{plural}/{job}/status"
-    with httpx.Client(verify=_context(ca), timeout=10) as client:
+    with httpx.Client(verify=_context(ca), timeout=waiting.PATIENCE) as client:
         answer = client.post(
             url,
             json={"trainerStatus": {"progressPercentage": 10}},
@@ -732,7 +732,7 @@ def dashboard_requests(cluster: Cluster) -> list[AuditEvent]:
     with (
         PodDriver(api) as driver,
         running_dashboard(*arguments, log=cluster.tmp / "dashboard.log") as dashboard,
-        httpx.Client(base_url=dashboard.url, headers=headers, timeout=20) as client,
+        httpx.Client(base_url=dashboard.url, headers=headers, timeout=waiting.PATIENCE) as client,
     ):
         writes = {"X-CSRF-Token": client.get("api/session").headers["X-CSRF-Token"]}
         first_event(client, "api/stream")
