@@ -13,6 +13,8 @@ from urllib.parse import urlsplit
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
+from waiting import PATIENCE
+
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_HOME = Path(__file__).resolve().parents[1] / ".state" / "tools" / "chromium"
 """Chromium's home: what it keeps of its own beside Playwright's throwaway profile (~/.config/chromium,
@@ -69,7 +71,7 @@ def viewer_for(browser: Browser, tmp_path: Path) -> Iterator[Callable[[str], Vie
     def make(base: str) -> Viewer:
         context = browser.new_context(viewport={"width": 1280, "height": 860})
         page = context.new_page()
-        page.set_default_timeout(15_000)
+        page.set_default_timeout(PATIENCE * 1000)  # a click or a page waits for its outcome, not a speed
         viewer = Viewer(page, base)
         page.on("request", lambda request: viewer.requests.append(request.url))
         opened.append(viewer)
