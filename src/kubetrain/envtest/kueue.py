@@ -14,7 +14,9 @@ the kinds it integrates installed before it starts (TrainJob's integration watch
 JobSets).
 
 v0.17.0 reads a metrics certificate from ``/etc/kueue/metrics/certs`` whenever its cert manager is off (a
-constant, even with metrics off), so that directory gets one when it has none: starting Kueue needs root.
+constant, even with metrics off), so Kueue runs in a mount namespace of its own where its serving
+certificate's directory is bound there (``envtest.private_mounts``): a directory made on the host would
+outlive the run. Starting Kueue needs root.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from kubetrain.envtest.gotool import GoTool, GoToolError, required_version
 from kubetrain.envtest.jobset import free_ports
 from kubetrain.envtest.kubeapi import ApiError, KubeApi, KubeObject
 from kubetrain.envtest.pki import issue_serving_certificate, load_pki
+from kubetrain.envtest.private_mounts import in_private_mounts
 
 CHECKOUT = Path(__file__).resolve().parents[3]
 MODULE = CHECKOUT / "tools" / "kueue"
@@ -217,7 +220,6 @@ def _spawn(
 ) -> None:
     directory = run_dir / PROCESS
     certificates = issue_serving_certificate(load_pki(run_dir / "pki"), directory / "certs")
-    _ensure_metrics_certificate(certificates)
     try:
         api.create(
             "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
@@ -228,6 +230,8 @@ def _spawn(
     webhook_port, health_port = free_ports(2)
     (directory / "config.yaml").write_text(configuration(frameworks, webhook_port, health_port, certificates))
     argv = [str(binary), f"--config={directory / 'config.yaml'}", f"--kubeconfig={kubeconfig}"]
+    # Its serving certificate (tls.crt, tls.key) is the metrics one too, bound where Kueue reads it.
+    argv = in_private_mounts(argv, {METRICS_CERTS: certificates})
     record = processes.spawn(run_dir, PROCESS, argv)
     _wait(
         "Kueue ready",
@@ -238,20 +242,6 @@ def _spawn(
     configurations = webhook_configurations(frameworks, webhook_port, (certificates / "ca.crt").read_bytes())
     (directory / "webhooks.yaml").write_text(yaml.safe_dump_all(configurations))
     webhooks.install(api, configurations)
-
-
-def _ensure_metrics_certificate(certificates: Path) -> None:
-    if (METRICS_CERTS / "tls.crt").is_file() and (METRICS_CERTS / "tls.key").is_file():
-        return
-    try:
-        METRICS_CERTS.mkdir(parents=True, exist_ok=True)
-        for name in ("tls.crt", "tls.key"):
-            (METRICS_CERTS / name).write_bytes((certificates / name).read_bytes())
-    except PermissionError as error:
-        raise KueueError(
-            f"Kueue {version()} reads a metrics certificate from {METRICS_CERTS} when its cert manager is "
-            "off, and it cannot be written here: run as root, or put tls.crt and tls.key there"
-        ) from error
 
 
 def _answers(api: KubeApi) -> bool:
