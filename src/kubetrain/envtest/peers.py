@@ -79,7 +79,6 @@ TEST_CLIENT_LIMIT = (200, 400)
 """The client-side limit the conformance tier runs the mpi-operator with (QPS, burst): its own default of QPS
 5 would make each case wait on the peer's client for nothing the comparison reads. Not its shipped setting:
 ``bench/operator_side_by_side.py`` passes ``client_limit=None`` for the peer as it ships."""
-LOCKS = Path("/tmp")
 
 TRAINING_OPERATOR_SCHEMES = ("pytorchjob", "tfjob", "xgboostjob", "paddlejob", "jaxjob", "mpijob")
 """What ``--enable-scheme`` takes; each scheme's controller is ``<scheme>-controller``."""
@@ -239,9 +238,19 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def locks_dir() -> Path:
+    """Where the locks on the machine's fixed ports and paths live, shared by every run of this user: the
+    project's cache (``~/.cache/kubetrain/locks``), which a run may leave, not ``/tmp``, where each lock file
+    outlived the run."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    directory = Path(base) / "kubetrain" / "locks"
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
 @contextlib.contextmanager
 def _locked(name: str) -> Iterator[IO[str]]:
-    with (LOCKS / name).open("w") as lock:
+    with (locks_dir() / name).open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield lock
 
@@ -402,7 +411,7 @@ def start_mpi_operator(
     ``client_limit`` is the ``--kube-api-qps`` and ``--kube-api-burst`` it is given ahead of ``flags``; None
     gives neither, so it runs at its own defaults (QPS 5, burst 10), as its release's Deployment runs it."""
     binary = binary or MPI_OPERATOR.ensure_built()
-    lock = (LOCKS / "kubetrain-mpi-operator-8080.lock").open("w")
+    lock = (locks_dir() / "kubetrain-mpi-operator-8080.lock").open("w")
     deadline = time.monotonic() + lock_timeout
     while True:
         try:
@@ -546,7 +555,7 @@ def _in_private_mounts(command: list[str], service_account: Path, certificates: 
 
 def _hold_port(port: int, timeout: float) -> IO[str]:
     """A machine-wide lock on ``port`` (one Trainer status server at a time), once the port is free."""
-    lock = (LOCKS / f"kubetrain-trainer-{port}.lock").open("w")
+    lock = (locks_dir() / f"kubetrain-trainer-{port}.lock").open("w")
     deadline = time.monotonic() + timeout
     while True:
         try:

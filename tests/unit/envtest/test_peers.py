@@ -93,3 +93,21 @@ def test_trainers_webhooks_are_the_releases_sent_to_loopback_for_its_namespace_o
     for webhook in webhooks:
         assert webhook["clientConfig"]["url"].startswith("https://127.0.0.1:9443/")
         assert webhook["namespaceSelector"]["matchExpressions"][0]["values"] == ["trainer-abc"]
+
+
+def test_locks_live_in_the_projects_cache_under_xdg_cache_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+
+    assert peers.locks_dir() == tmp_path / "kubetrain" / "locks"
+    assert peers.locks_dir().is_dir()
+
+
+def test_locks_live_in_the_homes_cache_without_xdg_cache_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+
+    assert peers.locks_dir() == tmp_path / ".cache" / "kubetrain" / "locks"
