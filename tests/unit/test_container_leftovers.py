@@ -103,3 +103,39 @@ def test_the_engines_bridges_are_recognised_by_name() -> None:
     names = ["podman0", "podman3", "docker0", "br-0123456789ab", "kt0", "cni0", "eth0", "br-lan"]
 
     assert [name for name in names if leftovers.ENGINE_BRIDGE.match(name)] == names[:4]
+
+
+def test_a_file_an_engine_made_since_the_record_is_removed(tmp_path: Path) -> None:
+    identity = tmp_path / "key.json"
+    identity.write_text("{}")
+
+    said = leftovers.remove_new_files([identity], kept=[])
+
+    assert not identity.exists()
+    assert said == [f"removed {identity}"]
+
+
+def test_a_file_there_at_the_record_is_kept(tmp_path: Path) -> None:
+    identity = tmp_path / "key.json"
+    identity.write_text("{}")
+
+    assert leftovers.remove_new_files([identity], kept=[str(identity)]) == []
+    assert identity.exists()
+
+
+def test_a_new_directory_of_empty_directories_is_removed(tmp_path: Path) -> None:
+    opt = tmp_path / "containerd"
+    (opt / "bin").mkdir(parents=True)
+    (opt / "lib").mkdir()
+
+    assert leftovers.remove_new_files([opt], kept=[]) == [f"removed {opt}"]
+    assert not opt.exists()
+
+
+def test_a_new_directory_holding_a_file_is_kept_as_in_use(tmp_path: Path) -> None:
+    dns = tmp_path / "aardvark-dns"
+    dns.mkdir()
+    (dns / "podman1").write_text("10.89.0.1\n")
+
+    assert leftovers.remove_new_files([dns], kept=[]) == [f"kept {dns}: not empty"]
+    assert (dns / "podman1").exists()

@@ -7,9 +7,11 @@ started (`docker-setup.sh STATE_DIR/dockerd.pid` writes its pid only when it sta
 already running is left alone), then removes what the engines made since the record and left behind, and
 only that: podman's netavark chains (NETAVARK_*, in the filter and nat tables) and docker's (DOCKER*, where
 its daemon.json lets it have any), their jumps from the built-in chains, job-network bridges (podman<N>,
-docker's br-<id> and docker0), aardvark-dns (podman's DNS server for job networks) and docker's run
-directories under /run. Chains, bridges or processes that were there before the record are kept: another
-podman network could be using them.
+docker's br-<id> and docker0), aardvark-dns (podman's DNS server for job networks), docker's run
+directories under /run, and the files the engines write at fixed paths (`ENGINE_FILES`): dockerd's identity
+and its containerd's /opt/containerd once no dockerd runs, netavark's run state and podman's /run/netns once
+no podman container runs (no conmon, no aardvark-dns), directories only when empty. Chains, bridges,
+processes or files that were there before the record are kept: another podman network could be using them.
 
 Standard library only: it runs with the system's python3, as tools/images/build.py does.
 """
@@ -36,6 +38,18 @@ TABLES = ("filter", "nat", "mangle", "raw")
 ENGINE_CHAIN = re.compile(r"^(NETAVARK|DOCKER)")
 ENGINE_BRIDGE = re.compile(r"^(podman\d+|docker0|br-[0-9a-f]{12})$")
 DOCKER_RUN_PATHS = (Path("/run/docker"), Path("/run/docker.sock"), Path("/run/docker.pid"))
+DOCKER_FILES = (Path("/etc/docker/key.json"), Path("/opt/containerd"))
+"""What dockerd writes at fixed paths: its identity (key.json, at its first start) and its own containerd's
+"opt" plugin directory (empty bin/ and lib/; docker gives that containerd no path for it)."""
+PODMAN_FILES = (
+    Path("/run/containers/networks/aardvark-dns"),
+    Path("/run/containers/networks/aardvark.lock"),
+    Path("/run/containers/networks/ipam.db"),
+    Path("/run/netns"),
+)
+"""netavark's run state (aardvark-dns's per-network configs and lock, the IP allocations of its networks) and
+the directory podman makes its containers' network namespaces in (a mount point of its own)."""
+ENGINE_FILES = (*DOCKER_FILES, *PODMAN_FILES)
 DOCKERD_PID_FILE = "dockerd.pid"
 RECORD_FILE = "before.json"
 STOP_TIMEOUT = 60.0
@@ -128,6 +142,7 @@ def record(state: Path) -> None:
         "bridges": bridges(),
         "aardvark_dns": pids_named("aardvark-dns"),
         "docker_run_paths": [str(path) for path in DOCKER_RUN_PATHS if path.exists() or path.is_symlink()],
+        "engine_files": [str(path) for path in ENGINE_FILES if path.exists() or path.is_symlink()],
     }
     (state / RECORD_FILE).write_text(json.dumps(before, indent=1) + "\n")
 
@@ -196,15 +211,67 @@ def remove_docker_run_paths(kept: Iterable[str]) -> list[str]:
     return said
 
 
+def remove_empty_tree(directory: Path) -> bool:
+    """Remove `directory` and its subdirectories, deepest first, each only when empty (unmounted first when
+    it is a mount point of its own: /run/netns); whether it went."""
+    for root, subdirectories, _ in os.walk(directory, topdown=False):
+        for name in subdirectories:
+            with contextlib.suppress(OSError):
+                (Path(root) / name).rmdir()
+    with contextlib.suppress(OSError):
+        if next(directory.iterdir(), None) is None:
+            for _ in range(8):  # podman may have mounted it more than once, one over the other
+                if (
+                    str(directory) not in mounts_under(directory)
+                    or run(["umount", str(directory)]).returncode
+                ):
+                    break
+    try:
+        directory.rmdir()
+    except OSError:
+        return False
+    return True
+
+
+def remove_new_files(paths: Iterable[Path], kept: Iterable[str]) -> list[str]:
+    """Each of `paths` made since the record (not in `kept`): a file removed, a directory only when its tree
+    holds no file (one that does is still in use)."""
+    said: list[str] = []
+    recorded = set(kept)
+    for path in paths:
+        if str(path) in recorded or not (path.exists() or path.is_symlink()):
+            continue
+        if path.is_dir() and not path.is_symlink():
+            said.append(f"removed {path}" if remove_empty_tree(path) else f"kept {path}: not empty")
+        else:
+            path.unlink()
+            said.append(f"removed {path}")
+    return said
+
+
+def remove_engine_files(kept: Iterable[str]) -> list[str]:
+    """`ENGINE_FILES` made since the record, each engine's once nothing of it runs: a file of a running
+    engine is its state."""
+    kept = list(kept)
+    said: list[str] = []
+    if not pids_named("dockerd"):
+        said += remove_new_files(DOCKER_FILES, kept)
+    if not pids_named("conmon") and not pids_named("aardvark-dns"):
+        said += remove_new_files(PODMAN_FILES, kept)
+    return said
+
+
 def clean(state: Path) -> list[str]:
     said = stop_dockerd(state / DOCKERD_PID_FILE)
     recorded_file = state / RECORD_FILE
     if not recorded_file.exists():
         return [*said, f"no {recorded_file}: nothing else is known to be the tier's"]
     before = json.loads(recorded_file.read_text())
-    for pid in set(pids_named("aardvark-dns")) - set(before["aardvark_dns"]):
+    stopped = sorted(set(pids_named("aardvark-dns")) - set(before["aardvark_dns"]))
+    for pid in stopped:
         os.kill(pid, signal.SIGTERM)
         said.append(f"stopped aardvark-dns {pid}")
+    wait_gone(stopped, 10)  # netavark's run state is removed below only once no aardvark-dns runs
     recorded = set(before["chains"])
     for command in IPTABLES:
         for table in TABLES:
@@ -219,6 +286,8 @@ def clean(state: Path) -> list[str]:
             deleted = run(["ip", "link", "delete", bridge])
             said.append(f"removed bridge {bridge}" if deleted.returncode == 0 else deleted.stderr.strip())
     said += remove_docker_run_paths(before["docker_run_paths"])
+    # A record from before ENGINE_FILES were known keeps them all: nothing says they are the tier's.
+    said += remove_engine_files(before.get("engine_files", [str(path) for path in ENGINE_FILES]))
     recorded_file.unlink()
     return said
 
