@@ -4,11 +4,13 @@ after its stop.
 The node's own processes, bridges, rules, cgroups and directories are named in ``realnode`` and removed
 there. Its components change a few more things as a side effect: the CNI bridge plugin (``isGateway``) turns
 on ``net.ipv4.ip_forward``, the kubelet (``protectKernelDefaults: false``) sets its kernel tunables
-(``vm.overcommit_memory``, ``kernel.panic`` ...), libcni caches results under ``/var/lib/cni`` and the
-containerd shims put their sockets under ``/run/containerd/s``, both fixed paths. ``record`` notes each
+(``vm.overcommit_memory``, ``kernel.panic`` ...), libcni caches results under ``/var/lib/cni``, the
+containerd shims put their sockets under ``/run/containerd/s`` and the kubelet its device plugin socket under
+``/var/lib/kubelet/device-plugins`` (whatever its ``--root-dir``), all fixed paths. ``record`` notes each
 sysctl's value and which of those directories are missing; ``restore`` writes back each sysctl that differs
 and removes the directories that were missing, only when empty (deepest first): a file left in one belongs to
-something still running, which keeps it.
+something still running, which keeps it. The kubelet's own files there (``KUBELET_FILES``), which it leaves
+when stopped, go first, once no kubelet runs on the machine.
 """
 
 from __future__ import annotations
@@ -30,9 +32,21 @@ SYSCTLS = (
     "kernel.keys.root_maxkeys",
     "kernel.keys.root_maxbytes",
 )
-DIRECTORIES = (Path("/var/lib/cni"), Path("/run/containerd"), Path("/run/kubetrain"))
-"""libcni's cache, the shims' socket directory (``/run/containerd/s``) and the parent of the nodes' socket
-directories (``NodePaths.socket_dir``)."""
+DIRECTORIES = (
+    Path("/var/lib/cni"),
+    Path("/run/containerd"),
+    Path("/run/kubetrain"),
+    Path("/var/lib/kubelet"),
+)
+"""libcni's cache, the shims' socket directory (``/run/containerd/s``), the parent of the nodes' socket
+directories (``NodePaths.socket_dir``) and the kubelet's fixed directory (``device-plugins``)."""
+KUBELET_FILES = (
+    Path("/var/lib/kubelet/device-plugins/kubelet.sock"),
+    Path("/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"),
+)
+"""The device manager's socket and checkpoint, at a constant path of the kubelet's: a stopped kubelet leaves
+them, and every kubelet on the machine shares them."""
+PROC = Path("/proc")
 
 
 def _sysctl_file(name: str, proc_sys: Path) -> Path:
@@ -72,7 +86,22 @@ def _remove_empty_tree(directory: Path) -> bool:
     return True
 
 
-def restore(path: Path, proc_sys: Path = PROC_SYS) -> list[str]:
+def kubelet_running(proc: Path = PROC) -> bool:
+    """Whether any kubelet runs on the machine (another node's shares ``KUBELET_FILES``)."""
+    for entry in proc.iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if (entry / "comm").read_text().strip() == "kubelet":
+                    return True
+    return False
+
+
+def restore(
+    path: Path,
+    proc_sys: Path = PROC_SYS,
+    kubelet_files: Sequence[Path] = KUBELET_FILES,
+    proc: Path = PROC,
+) -> list[str]:
     """Put back what ``record`` noted and remove the record; returns what was done. Nothing recorded,
     nothing done."""
     try:
@@ -88,6 +117,13 @@ def restore(path: Path, proc_sys: Path = PROC_SYS) -> list[str]:
                 done.append(f"sysctl {name} back to {value}")
         except OSError as error:
             done.append(f"sysctl {name} not restored: {error}")
+    created = [Path(missing) for missing in recorded["missing"]]
+    stale = [file for file in kubelet_files if any(directory in file.parents for directory in created)]
+    if stale and not kubelet_running(proc):
+        for file in stale:
+            with contextlib.suppress(FileNotFoundError):
+                file.unlink()
+                done.append(f"removed {file}")
     for missing in recorded["missing"]:
         if _remove_empty_tree(Path(missing)):
             done.append(f"removed {missing}")

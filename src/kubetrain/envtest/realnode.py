@@ -73,6 +73,8 @@ before the start (``host_changes``), put back by ``remove_network``."""
 CHECKOUT = Path(__file__).resolve().parents[3]
 REQUIRED_COMMANDS = ("containerd", "containerd-shim-runc-v2", "runc", "ctr", "iptables", "ip", "podman")
 CNI_PLUGINS = Path("/usr/lib/cni")
+CNI_CACHE = Path("/var/lib/cni")
+"""libcni's cache, a fixed path: each pod's results, named ``<network>-<sandbox id>-<interface>``."""
 
 
 @dataclass(frozen=True)
@@ -640,6 +642,8 @@ def _spawn_kubelet(run_dir: Path, node: RealNode, binaries: NodeBinaries) -> pro
             f"--kubeconfig={paths.kubelet_kubeconfig}",
             f"--config={paths.kubelet_config}",
             f"--root-dir={paths.kubelet_root}",
+            # Its self-signed serving certificate: else in /var/lib/kubelet/pki, whatever --root-dir says.
+            f"--cert-dir={paths.kubelet_root / 'pki'}",
             f"--hostname-override={node.name}",
             f"--node-ip={node.address}",
             f"--node-labels={REAL_NODE_LABEL}=true",
@@ -821,9 +825,28 @@ def remove_network(run_dir: Path) -> None:
         if _run("ip", "link", "show", node.bridge, check=False).returncode == 0:
             _run("ip", "link", "del", node.bridge, check=False)
         paths = node.paths(run_dir)
+        remove_cni_cache_entries(paths)
         if not mounts_under(paths.root):
             shutil.rmtree(paths.root, ignore_errors=True)
     host_changes.restore(run_dir / HOST_RECORD)
+
+
+def remove_cni_cache_entries(paths: NodePaths, cache: Path = CNI_CACHE) -> list[Path]:
+    """libcni's cached results of the node's pods (those its containerd has sandboxes of), which a stopped
+    node never deletes (no CNI DEL for the pods it lost); returns the files removed. Another node's entries
+    are left: its pods may still run."""
+    sandboxes = paths.containerd_root / "io.containerd.grpc.v1.cri" / "sandboxes"
+    results = cache / "results"
+    if not sandboxes.is_dir() or not results.is_dir():
+        return []
+    ids = {sandbox.name for sandbox in sandboxes.iterdir()}
+    removed = []
+    for entry in results.iterdir():
+        if any(f"-{sandbox}-" in entry.name for sandbox in ids):
+            with contextlib.suppress(OSError):
+                entry.unlink()
+                removed.append(entry)
+    return removed
 
 
 def leftovers(run_dir: Path, nodes: list[RealNode] | None = None) -> list[str]:

@@ -86,3 +86,33 @@ def test_kubelet_never_deletes_images_to_reclaim_disk_as_none_can_be_pulled_back
     # Thresholds left out are not defaulted once evictionHard is set: no disk signal, no disk reclaim.
     assert set(config["evictionHard"]) == {"memory.available"}
     assert config["imageGCHighThresholdPercent"] == 100
+
+
+def _cni_cache_with(cache: Path, names: list[str]) -> Path:
+    results = cache / "results"
+    results.mkdir(parents=True)
+    for name in names:
+        (results / name).write_text("{}")
+    return results
+
+
+def test_a_stopped_nodes_cni_cache_entries_are_removed(tmp_path: Path) -> None:
+    paths = realnode.NodePaths(tmp_path / "node")
+    (paths.containerd_root / "io.containerd.grpc.v1.cri" / "sandboxes" / "abc123").mkdir(parents=True)
+    results = _cni_cache_with(tmp_path / "cni", ["kubetrain-abc123-eth0", "cni-loopback-abc123-lo"])
+
+    realnode.remove_cni_cache_entries(paths, tmp_path / "cni")
+
+    assert list(results.iterdir()) == []
+
+
+def test_cni_cache_entries_of_other_sandboxes_are_kept(tmp_path: Path) -> None:
+    paths = realnode.NodePaths(tmp_path / "node")
+    (paths.containerd_root / "io.containerd.grpc.v1.cri" / "sandboxes" / "abc123").mkdir(parents=True)
+    results = _cni_cache_with(tmp_path / "cni", ["kubetrain-def456-eth0", "cni-loopback-def456-lo"])
+
+    assert realnode.remove_cni_cache_entries(paths, tmp_path / "cni") == []
+    assert sorted(entry.name for entry in results.iterdir()) == [
+        "cni-loopback-def456-lo",
+        "kubetrain-def456-eth0",
+    ]

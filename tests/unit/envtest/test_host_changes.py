@@ -95,3 +95,34 @@ def test_a_second_record_keeps_the_values_from_before_the_first_start(tmp_path: 
 
 def test_without_a_record_nothing_is_done(tmp_path: Path, proc_sys: Path) -> None:
     assert host_changes.restore(tmp_path / "host-before.json", proc_sys) == []
+
+
+def _kubelet_dir_made_since_the_record(tmp_path: Path, proc_sys: Path) -> tuple[Path, Path]:
+    kubelet = tmp_path / "var-lib-kubelet"
+    record = tmp_path / "host-before.json"
+    host_changes.record(record, [], [kubelet], proc_sys)
+    (kubelet / "device-plugins").mkdir(parents=True)
+    socket = kubelet / "device-plugins" / "kubelet.sock"
+    socket.write_text("")
+    return record, socket
+
+
+def test_a_stopped_kubelets_files_go_with_the_directory_it_made(tmp_path: Path, proc_sys: Path) -> None:
+    record, socket = _kubelet_dir_made_since_the_record(tmp_path, proc_sys)
+    no_processes = tmp_path / "proc"
+    no_processes.mkdir()
+
+    host_changes.restore(record, proc_sys, [socket], no_processes)
+
+    assert not socket.parents[1].exists()
+
+
+def test_a_running_kubelets_files_are_kept(tmp_path: Path, proc_sys: Path) -> None:
+    record, socket = _kubelet_dir_made_since_the_record(tmp_path, proc_sys)
+    proc = tmp_path / "proc"
+    (proc / "4242").mkdir(parents=True)
+    (proc / "4242" / "comm").write_text("kubelet\n")
+
+    host_changes.restore(record, proc_sys, [socket], proc)
+
+    assert socket.exists()
