@@ -4,6 +4,7 @@ Every page a test opens fails the test if it sent a request anywhere but the das
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -23,17 +24,35 @@ SCREENSHOTS_ENV = "KUBETRAIN_SCREENSHOTS"
 """A directory to keep the tests' screenshots in (docs/images when refreshing the docs' pictures)."""
 
 
+@contextlib.contextmanager
+def _environment(name: str, value: str) -> Iterator[None]:
+    """``name`` set to ``value`` in this process's environment while inside, as it was after."""
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = before
+
+
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Browser]:
     if not CHROMIUM.exists():
         pytest.skip(f"browser tier skipped: no {CHROMIUM} (make host-packages installs Debian's chromium)")
-    with sync_playwright() as playwright:
+    temporary = CHROMIUM_HOME / "tmp"
+    temporary.mkdir(parents=True, exist_ok=True)
+    # Playwright's driver makes the profile and artifacts directories in its TMPDIR, read from the environment
+    # it starts with, and a driver or Chromium killed mid-run leaves them there: the checkout's, not /tmp.
+    with _environment("TMPDIR", str(temporary)), sync_playwright() as playwright:
         own_home = {
             "HOME": str(CHROMIUM_HOME),
             "XDG_CONFIG_HOME": str(CHROMIUM_HOME / ".config"),
             "XDG_CACHE_HOME": str(CHROMIUM_HOME / ".cache"),
+            "TMPDIR": str(temporary),  # Chromium's own org.chromium.Chromium.* files
         }
-        CHROMIUM_HOME.mkdir(parents=True, exist_ok=True)
         launched = playwright.chromium.launch(executable_path=str(CHROMIUM), env={**os.environ, **own_home})
         yield launched
         launched.close()
