@@ -279,8 +279,10 @@ run: $(RUN_STAMP)
 	$(BIN)/kubetrain run examples/pytorch-ddp/job.yaml
 
 # Real processes: every example trains for real, plus restart, failure and Ctrl-C semantics.
+# TensorFlow's autograph compiles the functions it converts from files in the temporary directory, leaving their
+# bytecode in /tmp/__pycache__: the tier's bytecode goes to the checkout instead.
 test-local: $(EXAMPLES_STAMP)
-	$(PYTEST) tests/local -q --durations=15
+	PYTHONPYCACHEPREFIX=$(TOOLS_STATE)/pycache $(PYTEST) tests/local -q --durations=15
 
 # Faults under load (tests/faults) at CI size, 40 jobs: every scenario starts and restarts a control plane of
 # its own, so it needs the envtest binaries (built by the Go lane: the build's lock makes this wait for
