@@ -1,8 +1,8 @@
 """Waiting in tests for what must happen, with a deadline that load cannot reach.
 
 A test waits for an outcome, never for a speed: CI runs nine lanes on two cores at a load near 15, where a
-`kubectl get` alone takes seconds, so a deadline is only the point at which the outcome is taken to be missing.
-``PATIENCE`` is that point for every tier; how fast things happen is measured in ``bench/`` instead
+`kubectl get` alone takes seconds, so a deadline is only the point at which the outcome is taken to be
+missing. ``PATIENCE`` is that point for every tier; how fast things happen is measured in ``bench/`` instead
 (docs/development.md, "Time in tests").
 """
 
@@ -24,7 +24,8 @@ _LONGEST_POLL = 0.5
 
 
 def _polls(timeout: float, what: str) -> Iterator[float]:
-    """The pauses between probes, growing from 50 ms to 0.5 s; AssertionError naming ``what`` at the deadline."""
+    """The pauses between probes, growing from 50 ms to 0.5 s; AssertionError naming ``what`` at the
+    deadline."""
     deadline = time.monotonic() + timeout
     pause = _FIRST_POLL
     while time.monotonic() < deadline:
