@@ -2,26 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import subprocess
-import sys
-from pathlib import Path
-from types import ModuleType
 
-BUILD_SCRIPT = Path(__file__).resolve().parents[1] / "tools" / "images" / "build.py"
+from scripts import CHECKOUT, load_script
 
-
-def load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("kubetrain_images_build", BUILD_SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-images = load()
+BUILD_SCRIPT = CHECKOUT / "tools" / "images" / "build.py"
+images = load_script("tools/images/build.py", "kubetrain_images_build")
 
 
 def reference(name: str) -> str:

@@ -3,25 +3,13 @@ record are removed with the jumps to them, and nothing that was there before."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
+from scripts import load_script
 
-def load() -> ModuleType:
-    script = Path(__file__).resolve().parents[2] / "tools" / "containers" / "leftovers.py"
-    spec = importlib.util.spec_from_file_location("kubetrain_container_leftovers", script)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-leftovers = load()
+leftovers = load_script("tools/containers/leftovers.py", "kubetrain_container_leftovers")
 
 FILTER = """-P INPUT ACCEPT
 -P FORWARD ACCEPT

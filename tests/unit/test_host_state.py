@@ -3,31 +3,18 @@ checkout and its caches. Its collectors read a fake root here; the check itself 
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path, PurePosixPath
-from types import ModuleType
 from typing import TYPE_CHECKING
 
 import pytest
 
-HOST_STATE_SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "ci" / "host_state.py"
-
-
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("host_state", HOST_STATE_SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
+from scripts import load_script
 
 if TYPE_CHECKING:
     import host_state  # a script, not an installed module: mypy finds it among its files (tools/ci)
 else:
-    host_state = _load()
+    host_state = load_script("tools/ci/host_state.py", "host_state")
 
 HOME = PurePosixPath("/home/dev")
 CHECKOUT = PurePosixPath("/work/kubetrain")

@@ -3,32 +3,18 @@ timed_assertions.py): load only makes things slower, so such a test fails on a b
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import textwrap
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING
 
 import pytest
 
-LINT_SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "lint" / "timed_assertions.py"
-
-
-def _load() -> ModuleType:
-    """The checker is a script under tools/, not an installed module: loaded from its file."""
-    spec = importlib.util.spec_from_file_location("timed_assertions", LINT_SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
+from scripts import load_script
 
 if TYPE_CHECKING:
     import timed_assertions
 else:
-    timed_assertions = _load()
+    timed_assertions = load_script("tools/lint/timed_assertions.py", "timed_assertions")
 
 
 def refused(test_body: str) -> list[str]:
