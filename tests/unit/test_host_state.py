@@ -327,9 +327,18 @@ def test_iptables_save_gives_each_chain_its_policy_and_rule_count() -> None:
     )
 
     assert host_state.parse_iptables_save(output, "iptables") == {
-        "iptables filter INPUT": "policy ACCEPT, 0 rules",
         "iptables filter FORWARD": "policy DROP, 1 rules",
         "iptables filter DOCKER": "2 rules",
+    }
+
+
+def test_an_empty_built_in_chain_that_accepts_is_no_chain_at_all() -> None:
+    output = (
+        "*mangle\n:PREROUTING ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n-A OUTPUT -j MARK --set-mark 1\nCOMMIT\n"
+    )
+
+    assert host_state.parse_iptables_save(output, "ip6tables") == {
+        "ip6tables mangle OUTPUT": "policy ACCEPT, 1 rules"
     }
 
 

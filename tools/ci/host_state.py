@@ -338,6 +338,11 @@ def _chain_state(policy: str, rules: int) -> str:
     return f"policy {policy}, {rules} rules" if policy != "-" else f"{rules} rules"
 
 
+BUILT_IN_CHAINS = {"INPUT", "OUTPUT", "FORWARD", "PREROUTING", "POSTROUTING"}
+"""Left out while empty and accepting: iptables-nft makes a table's built-in chains with its first rule and
+never removes them, and an empty chain that accepts filters as a table never made does."""
+
+
 def parse_iptables_save(output: str, command: str) -> dict[str, str]:
     """Each chain, as `<command> <table> <chain>`, with its policy and how many rules it holds."""
     policies: dict[tuple[str, str], str] = {}
@@ -356,6 +361,7 @@ def parse_iptables_save(output: str, command: str) -> dict[str, str]:
     return {
         f"{command} {table} {name}": _chain_state(policy, rules[(table, name)])
         for (table, name), policy in policies.items()
+        if not (name in BUILT_IN_CHAINS and policy == "ACCEPT" and not rules[(table, name)])
     }
 
 

@@ -10,7 +10,9 @@ containerd shims put their sockets under ``/run/containerd/s`` and the kubelet i
 sysctl's value and which of those directories are missing; ``restore`` writes back each sysctl that differs
 and removes the directories that were missing, only when empty (deepest first): a file left in one belongs to
 something still running, which keeps it. The kubelet's own files there (``KUBELET_FILES``), which it leaves
-when stopped, go first, once no kubelet runs on the machine.
+when stopped, go first, once no kubelet runs on the machine. So do the iptables chains every kubelet makes
+(``KUBELET_CHAINS``: its canary, the hint of which iptables it uses, the martian-packet firewall) that were
+not there before, with the rules that jump to them.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
+import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -47,6 +51,49 @@ KUBELET_FILES = (
 """The device manager's socket and checkpoint, at a constant path of the kubelet's: a stopped kubelet leaves
 them, and every kubelet on the machine shares them."""
 PROC = Path("/proc")
+KUBELET_CHAINS = ("KUBE-KUBELET-CANARY", "KUBE-IPTABLES-HINT", "KUBE-FIREWALL")
+"""The chains a kubelet makes in the filter, nat and mangle tables of both families and leaves at its stop."""
+IPTABLES = ("iptables", "ip6tables")
+
+
+def _saved_rules(command: str) -> str:
+    """``<command>-save``'s output; empty where the command is missing or fails."""
+    if shutil.which(f"{command}-save") is None:
+        return ""
+    done = subprocess.run([f"{command}-save"], capture_output=True, text=True, check=False)
+    return done.stdout if done.returncode == 0 else ""
+
+
+def kubelet_chains(saved: str) -> set[str]:
+    """The kubelet's chains in an iptables-save output, as ``<table> <chain>``."""
+    chains = set()
+    table = ""
+    for line in saved.splitlines():
+        if line.startswith("*"):
+            table = line[1:].strip()
+        elif line.startswith(":") and line[1:].split()[0] in KUBELET_CHAINS:
+            chains.add(f"{table} {line[1:].split()[0]}")
+    return chains
+
+
+def chain_removals(saved: str, kept: set[str]) -> list[list[str]]:
+    """The iptables arguments that remove the kubelet's chains in ``saved`` but not in ``kept``: first each
+    rule jumping to one (``-D`` for its ``-A``), then each chain flushed and deleted."""
+    gone = kubelet_chains(saved) - kept
+    jumps: list[list[str]] = []
+    table = ""
+    for line in saved.splitlines():
+        if line.startswith("*"):
+            table = line[1:].strip()
+        elif line.startswith("-A "):
+            words = line.split()
+            target = words[words.index("-j") + 1] if "-j" in words[:-1] else ""
+            if f"{table} {target}" in gone and f"{table} {words[1]}" not in gone:
+                jumps.append(["-t", table, "-D", *words[1:]])
+    ends = [
+        ["-t", chain.split()[0], flag, chain.split()[1]] for chain in sorted(gone) for flag in ("-F", "-X")
+    ]
+    return jumps + ends
 
 
 def _sysctl_file(name: str, proc_sys: Path) -> Path:
@@ -68,7 +115,8 @@ def record(
         with contextlib.suppress(OSError):
             values[name] = _sysctl_file(name, proc_sys).read_text().strip()
     missing = [str(directory) for directory in directories if not directory.exists()]
-    path.write_text(json.dumps({"sysctls": values, "missing": missing}, indent=1) + "\n")
+    chains = {command: sorted(kubelet_chains(_saved_rules(command))) for command in IPTABLES}
+    path.write_text(json.dumps({"sysctls": values, "missing": missing, "chains": chains}, indent=1) + "\n")
 
 
 def _remove_empty_tree(directory: Path) -> bool:
@@ -119,11 +167,15 @@ def restore(
             done.append(f"sysctl {name} not restored: {error}")
     created = [Path(missing) for missing in recorded["missing"]]
     stale = [file for file in kubelet_files if any(directory in file.parents for directory in created)]
-    if stale and not kubelet_running(proc):
+    if not kubelet_running(proc):
         for file in stale:
             with contextlib.suppress(FileNotFoundError):
                 file.unlink()
                 done.append(f"removed {file}")
+        for command, kept in recorded.get("chains", {}).items():
+            for arguments in chain_removals(_saved_rules(command), set(kept)):
+                subprocess.run([command, *arguments], capture_output=True, check=False)
+                done.append(f"{command} {' '.join(arguments)}")
     for missing in recorded["missing"]:
         if _remove_empty_tree(Path(missing)):
             done.append(f"removed {missing}")

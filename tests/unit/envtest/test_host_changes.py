@@ -126,3 +126,46 @@ def test_a_running_kubelets_files_are_kept(tmp_path: Path, proc_sys: Path) -> No
     host_changes.restore(record, proc_sys, [socket], proc)
 
     assert socket.exists()
+
+
+KUBELET_RULES = """*mangle
+:PREROUTING ACCEPT [0:0]
+:KUBE-IPTABLES-HINT - [0:0]
+:KUBE-KUBELET-CANARY - [0:0]
+COMMIT
+*filter
+:INPUT ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+:KUBE-FIREWALL - [0:0]
+:KUBE-KUBELET-CANARY - [0:0]
+:NETAVARK_FORWARD - [0:0]
+-A INPUT -j KUBE-FIREWALL
+-A OUTPUT -j KUBE-FIREWALL
+-A INPUT -j NETAVARK_FORWARD
+-A KUBE-FIREWALL ! -s 127.0.0.0/8 -d 127.0.0.0/8 -m conntrack ! --ctstate RELATED -j DROP
+COMMIT
+"""
+
+
+def test_the_kubelets_chains_are_read_per_table_and_no_other_chain() -> None:
+    assert host_changes.kubelet_chains(KUBELET_RULES) == {
+        "mangle KUBE-IPTABLES-HINT",
+        "mangle KUBE-KUBELET-CANARY",
+        "filter KUBE-FIREWALL",
+        "filter KUBE-KUBELET-CANARY",
+    }
+
+
+def test_a_kubelet_chain_made_since_the_record_goes_after_the_rules_jumping_to_it() -> None:
+    removals = host_changes.chain_removals(KUBELET_RULES, kept={"mangle KUBE-IPTABLES-HINT"})
+
+    assert removals == [
+        ["-t", "filter", "-D", "INPUT", "-j", "KUBE-FIREWALL"],
+        ["-t", "filter", "-D", "OUTPUT", "-j", "KUBE-FIREWALL"],
+        ["-t", "filter", "-F", "KUBE-FIREWALL"],
+        ["-t", "filter", "-X", "KUBE-FIREWALL"],
+        ["-t", "filter", "-F", "KUBE-KUBELET-CANARY"],
+        ["-t", "filter", "-X", "KUBE-KUBELET-CANARY"],
+        ["-t", "mangle", "-F", "KUBE-KUBELET-CANARY"],
+        ["-t", "mangle", "-X", "KUBE-KUBELET-CANARY"],
+    ]
