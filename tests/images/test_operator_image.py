@@ -50,7 +50,9 @@ def operator_image() -> str:
 
 def run_in(image: str, *command: str) -> str:
     """Runs a command in the image with a read-only root filesystem and its own user, as the chart does."""
-    podman = ["podman", "run", "--rm", *images.PODMAN_RUN_FLAGS, "--read-only", "--entrypoint", command[0]]
+    # No network: it needs none, and a podman network leaves netavark's chains and state on the host.
+    podman = ["podman", "run", "--rm", "--network", "none", *images.PODMAN_RUN_FLAGS, "--read-only"]
+    podman += ["--entrypoint", command[0]]
     done = subprocess.run(
         [*podman, image, *command[1:]],
         capture_output=True,

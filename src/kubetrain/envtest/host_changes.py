@@ -21,6 +21,8 @@ import contextlib
 import json
 import os
 import shutil
+import socket
+import stat
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -138,10 +140,31 @@ def kubelet_running(proc: Path = PROC) -> bool:
     """Whether any kubelet runs on the machine (another node's shares ``KUBELET_FILES``)."""
     for entry in proc.iterdir():
         if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                if (entry / "comm").read_text().strip() == "kubelet":
+            with contextlib.suppress(OSError, IndexError):
+                # A zombie (exited, not yet reaped) holds nothing: only a live kubelet counts.
+                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                if (entry / "comm").read_text().strip() == "kubelet" and state != "Z":
                     return True
     return False
+
+
+def remove_stale_sockets(directory: Path) -> list[Path]:
+    """The Unix sockets under ``directory`` that nothing listens on any more (a killed containerd shim's),
+    removed; returns them. A socket something still serves is kept."""
+    removed = []
+    for root, _, files in os.walk(directory):
+        for name in files:
+            path = Path(root) / name
+            with contextlib.suppress(OSError):
+                if not stat.S_ISSOCK(path.lstat().st_mode):
+                    continue
+                with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+                    try:
+                        probe.connect(str(path))
+                    except ConnectionRefusedError:
+                        path.unlink()
+                        removed.append(path)
+    return removed
 
 
 def restore(
@@ -177,6 +200,7 @@ def restore(
                 subprocess.run([command, *arguments], capture_output=True, check=False)
                 done.append(f"{command} {' '.join(arguments)}")
     for missing in recorded["missing"]:
+        done += [f"removed {stale}" for stale in remove_stale_sockets(Path(missing))]
         if _remove_empty_tree(Path(missing)):
             done.append(f"removed {missing}")
     path.unlink()

@@ -134,7 +134,11 @@ def _update_locked(names: list[str], log: Callable[[str], None]) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-        shutil.rmtree(state, ignore_errors=True)
+        # Its config and the sockets a stopped containerd leaves: nothing of the cache's stays in /run, and
+        # /run/kubetrain goes too when no node's socket directory is in it.
+        shutil.rmtree(SOCKET_DIR, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            SOCKET_DIR.parent.rmdir()
 
 
 def clone_into(root: Path) -> None:

@@ -3,6 +3,7 @@ back after its stop as they were before its start, and nothing that was there be
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -118,14 +119,20 @@ def test_a_stopped_kubelets_files_go_with_the_directory_it_made(tmp_path: Path, 
 
 
 def test_a_running_kubelets_files_are_kept(tmp_path: Path, proc_sys: Path) -> None:
-    record, socket = _kubelet_dir_made_since_the_record(tmp_path, proc_sys)
+    record, kubelet_socket = _kubelet_dir_made_since_the_record(tmp_path, proc_sys)
     proc = tmp_path / "proc"
-    (proc / "4242").mkdir(parents=True)
-    (proc / "4242" / "comm").write_text("kubelet\n")
+    fake_process(proc, 4242, "kubelet", "S")
 
-    host_changes.restore(record, proc_sys, [socket], proc)
+    host_changes.restore(record, proc_sys, [kubelet_socket], proc)
 
-    assert socket.exists()
+    assert kubelet_socket.exists()
+
+
+def fake_process(proc: Path, pid: int, command: str, state: str) -> None:
+    """``/proc/<pid>`` as ``kubelet_running`` reads it: the command's name and the process's state."""
+    (proc / str(pid)).mkdir(parents=True, exist_ok=True)
+    (proc / str(pid) / "comm").write_text(f"{command}\n")
+    (proc / str(pid) / "stat").write_text(f"{pid} ({command}) {state} 1 {pid} {pid} 0 -1\n")
 
 
 KUBELET_RULES = """*mangle
@@ -169,3 +176,26 @@ def test_a_kubelet_chain_made_since_the_record_goes_after_the_rules_jumping_to_i
         ["-t", "mangle", "-F", "KUBE-KUBELET-CANARY"],
         ["-t", "mangle", "-X", "KUBE-KUBELET-CANARY"],
     ]
+
+
+def test_a_socket_nothing_listens_on_goes_and_a_served_one_stays(tmp_path: Path) -> None:
+    served = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    served.bind(str(tmp_path / "served"))
+    served.listen()
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    dead.bind(str(tmp_path / "dead"))
+    dead.close()  # a killed shim's socket: the file stays, nobody listens
+    (tmp_path / "plain").write_text("not a socket")
+
+    with served:
+        assert host_changes.remove_stale_sockets(tmp_path) == [tmp_path / "dead"]
+
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["plain", "served"]
+
+
+def test_a_zombie_kubelet_is_not_a_running_one(tmp_path: Path) -> None:
+    fake_process(tmp_path, 41, "kubelet", "Z")
+    assert not host_changes.kubelet_running(tmp_path)
+
+    fake_process(tmp_path, 42, "kubelet", "S")
+    assert host_changes.kubelet_running(tmp_path)
