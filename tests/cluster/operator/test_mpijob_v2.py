@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives import serialization
-from operator_support import StartOperator, eventually, gone
+from operator_support import StartOperator, eventually
 
 from kubetrain.envtest.kubeapi import KubeApi
 from kubetrain.envtest.poddriver import PodDriver
@@ -248,8 +248,10 @@ def test_an_evicted_worker_is_replaced_and_the_mpijob_goes_on(
     before = kube_api.get(path)["metadata"]["uid"]
 
     def replaced() -> bool:
-        current = kube_api.get(path)["metadata"] if not gone(kube_api, path) else {"uid": before}
-        return current["uid"] != before and not current.get("deletionTimestamp")
+        # One read: the pod can go between a check that it exists and a second read of it.
+        current = kube_api.get_or_none(path)
+        metadata = current["metadata"] if current is not None else {"uid": before}
+        return bool(metadata["uid"] != before and not metadata.get("deletionTimestamp"))
 
     with PodDriver(kube_api) as driver:
         driver.evict((namespace, "pi-worker-0"))
