@@ -24,6 +24,7 @@ import shutil
 import socket
 import stat
 import subprocess
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -136,6 +137,36 @@ def _remove_empty_tree(directory: Path) -> bool:
     return True
 
 
+SHIM_EXIT_SECONDS = 60.0
+"""How long a directory held only by live sockets is waited for: a stopped node's containerd shims remove
+theirs as they exit, moments after its containers are killed (a run's /run/containerd/s stayed, emptied only
+after the check)."""
+
+
+def _remove_when_only_sockets_held_it(directory: Path, done: list[str]) -> bool:
+    """Remove ``directory`` as ``_remove_empty_tree`` does, first removing the sockets nothing serves; while
+    only live sockets keep it, wait for their servers to exit, up to ``SHIM_EXIT_SECONDS``."""
+    deadline = time.monotonic() + SHIM_EXIT_SECONDS
+    while True:
+        done += [f"removed {stale}" for stale in remove_stale_sockets(directory)]
+        if _remove_empty_tree(directory):
+            return True
+        if not _held_only_by_sockets(directory) or time.monotonic() > deadline:
+            return False
+        time.sleep(0.5)
+
+
+def _held_only_by_sockets(directory: Path) -> bool:
+    try:
+        return directory.is_dir() and all(
+            stat.S_ISSOCK((Path(root) / name).lstat().st_mode)
+            for root, _, files in os.walk(directory)
+            for name in files
+        )
+    except FileNotFoundError:
+        return True  # a socket went as it was read: look again
+
+
 def kubelet_running(proc: Path = PROC) -> bool:
     """Whether any kubelet runs on the machine (another node's shares ``KUBELET_FILES``)."""
     for entry in proc.iterdir():
@@ -200,8 +231,7 @@ def restore(
                 subprocess.run([command, *arguments], capture_output=True, check=False)
                 done.append(f"{command} {' '.join(arguments)}")
     for missing in recorded["missing"]:
-        done += [f"removed {stale}" for stale in remove_stale_sockets(Path(missing))]
-        if _remove_empty_tree(Path(missing)):
+        if _remove_when_only_sockets_held_it(Path(missing), done):
             done.append(f"removed {missing}")
     path.unlink()
     return done

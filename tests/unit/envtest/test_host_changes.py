@@ -4,6 +4,8 @@ back after its stop as they were before its start, and nothing that was there be
 from __future__ import annotations
 
 import socket
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -199,3 +201,27 @@ def test_a_zombie_kubelet_is_not_a_running_one(tmp_path: Path) -> None:
 
     fake_process(tmp_path, 42, "kubelet", "S")
     assert host_changes.kubelet_running(tmp_path)
+
+
+def test_a_made_directory_held_by_a_live_socket_goes_once_its_server_exits(
+    tmp_path: Path, proc_sys: Path
+) -> None:
+    record = tmp_path / "host-before.json"
+    shims = tmp_path / "run" / "containerd" / "s"
+    host_changes.record(record, [], [tmp_path / "run" / "containerd"], proc_sys)
+    shims.mkdir(parents=True)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(shims / "shim"))
+    server.listen()
+
+    def shim_exits() -> None:
+        time.sleep(1)
+        server.close()
+        (shims / "shim").unlink(missing_ok=True)
+
+    exiting = threading.Thread(target=shim_exits)
+    exiting.start()
+    host_changes.restore(record, proc_sys, [], tmp_path)
+    exiting.join()
+
+    assert not (tmp_path / "run" / "containerd").exists()
