@@ -268,6 +268,21 @@ def test_the_checks_own_ancestors_and_descendants_are_left_out(host: FakeHost) -
     assert host_state.long_lived_commands(sample, sample, own_pid=12) == {"dockerd": "1"}
 
 
+def test_a_process_under_one_that_was_there_before_the_snapshot_is_not_the_runs(host: FakeHost) -> None:
+    host.process(30, ["bash"], started=50)  # an engineer's shell, older than the snapshot (taken at 100)
+    host.process(31, ["sleep", "600"], parent=30, started=150)
+    host.process(40, ["dockerd"], parent=1, started=150)  # what a run leaves is orphaned to init
+    host.process(41, ["containerd"], parent=40, started=160)
+    sample = host.processes()
+
+    # The shell itself is in the first snapshot too, so the comparison drops it; its sleep is never counted.
+    assert host_state.long_lived_commands(sample, sample, own_pid=99, since=100) == {
+        "bash": "1",
+        "dockerd": "1",
+        "containerd": "1",
+    }
+
+
 def test_a_process_that_rewrote_its_arguments_is_named_by_its_executable_too() -> None:
     assert host_state.process_command("postgres", ["postgres: checkpointer"]) == "postgres: checkpointer"
     assert (

@@ -261,12 +261,37 @@ def own_tree(processes: Iterable[Process], own_pid: int) -> set[int]:
     return tree
 
 
+def under_earlier_processes(processes: Iterable[Process], since: int) -> set[int]:
+    """The processes with an ancestor other than init that started by ``since`` (clock ticks after boot):
+    what a shell or service that was already there runs (an engineer's command beside the run) is theirs.
+    What a run leaves is orphaned to init, or hangs under what it started itself. (Where a subreaper other
+    than init adopts orphans, they are not seen: a leak missed, never a false alarm.)"""
+    by_pid = {process.pid: process for process in processes}
+    under: set[int] = set()
+    for process in by_pid.values():
+        ancestor = by_pid.get(process.parent)
+        seen: set[int] = set()
+        while ancestor is not None and ancestor.pid > 1 and ancestor.pid not in seen:
+            if ancestor.started <= since:
+                under.add(process.pid)
+                break
+            seen.add(ancestor.pid)
+            ancestor = by_pid.get(ancestor.parent)
+    return under
+
+
 def long_lived_commands(
-    first: Mapping[tuple[int, int], Process], second: Mapping[tuple[int, int], Process], own_pid: int
+    first: Mapping[tuple[int, int], Process],
+    second: Mapping[tuple[int, int], Process],
+    own_pid: int,
+    since: int | None = None,
 ) -> dict[str, str]:
     """Each command run by a process in both samples, with how many such processes run it: a process seen in
-    only one lived less than the time between them, a passing command and not a thing left behind."""
+    only one lived less than the time between them, a passing command and not a thing left behind. With
+    ``since`` (the first snapshot's time), those under a process that was there before are left out."""
     excluded = own_tree(second.values(), own_pid)
+    if since is not None:
+        excluded |= under_earlier_processes(second.values(), since)
     counts = Counter(
         process.command
         for key, process in second.items()
@@ -275,10 +300,18 @@ def long_lived_commands(
     return {command: str(count) for command, count in counts.items()}
 
 
-def collect_processes(root: Path, own_pid: int, gap_seconds: float = 1.0) -> dict[str, str]:
+def collect_processes(
+    root: Path, own_pid: int, since: int | None = None, gap_seconds: float = 1.0
+) -> dict[str, str]:
     first = read_processes(root)
     time.sleep(gap_seconds)
-    return long_lived_commands(first, read_processes(root), own_pid)
+    return long_lived_commands(first, read_processes(root), own_pid, since)
+
+
+def boot_ticks(root: Path) -> int:
+    """Now, in the clock ticks after boot that /proc/<pid>/stat gives a process's start in."""
+    uptime = float((root / "proc/uptime").read_text().split()[0])
+    return int(uptime * os.sysconf("SC_CLK_TCK"))
 
 
 def collect_interfaces(root: Path) -> dict[str, str]:
@@ -483,10 +516,10 @@ def restore_sysctls(root: Path, before: Snapshot) -> list[str]:
     return restored
 
 
-def take_snapshot(root: Path, home: PurePosixPath, own_pid: int) -> Snapshot:
+def take_snapshot(root: Path, home: PurePosixPath, own_pid: int, since: int | None = None) -> Snapshot:
     return {
         "paths": collect_paths(root, home),
-        "processes": collect_processes(root, own_pid),
+        "processes": collect_processes(root, own_pid, since),
         "interfaces": collect_interfaces(root),
         "routes": collect_routes(root),
         "firewall": collect_firewall(),
@@ -561,16 +594,19 @@ def report(findings: Sequence[Finding], checked: int, seconds: float) -> list[st
 # ----------------------------------------------------------------------------------------------------- CLI
 
 
-def _read_snapshot(file: Path) -> Snapshot:
+def _read_snapshot(file: Path) -> tuple[Snapshot, int | None]:
+    """The snapshot, and when it was taken (clock ticks after boot; None in one written without it)."""
     document = json.loads(file.read_text())
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise ValueError(f"{file}: not a host_state.py snapshot of format {FORMAT}")
     kinds = document["kinds"]
     if not isinstance(kinds, dict):
         raise ValueError(f"{file}: no kinds")
-    return {
+    taken = document.get("taken")
+    snapshot = {
         str(kind): {str(item): str(value) for item, value in items.items()} for kind, items in kinds.items()
     }
+    return snapshot, taken if isinstance(taken, int) else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -590,17 +626,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if arguments.action == "snapshot":
         snapshot = take_snapshot(root, home, os.getpid())
         arguments.file.parent.mkdir(parents=True, exist_ok=True)
-        arguments.file.write_text(json.dumps({"format": FORMAT, "kinds": snapshot}, indent=1, sort_keys=True))
+        document = {"format": FORMAT, "taken": boot_ticks(root), "kinds": snapshot}
+        arguments.file.write_text(json.dumps(document, indent=1, sort_keys=True))
         return 0
     try:
-        before = _read_snapshot(arguments.file)
+        before, taken = _read_snapshot(arguments.file)
     except (OSError, ValueError, KeyError, AttributeError) as error:
         print(f"host state: cannot compare: {error}", file=sys.stderr)
         return 2
     if arguments.action == "restore-sysctls":
         print("\n".join(restore_sysctls(root, before)))
         return 0
-    now = take_snapshot(root, home, os.getpid())
+    now = take_snapshot(root, home, os.getpid(), since=taken)
     user = pwd.getpwuid(os.getuid()).pw_name
     allowed = allowed_places(PurePosixPath(arguments.checkout.resolve()), home, user)
     packaged = package_files(root)
