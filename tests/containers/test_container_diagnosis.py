@@ -5,11 +5,9 @@ first by ``kubetrain describe --local``."""
 
 from __future__ import annotations
 
-import json
 import secrets
 import signal
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -17,8 +15,8 @@ from builders import cli_runner
 from containers.container_env import PYTHON_IMAGE, containers_of, engine
 from containers.test_container_runs import python_job, start
 from kubetrain.cli.main import app
-from local.local_run import REPO, kubetrain_run, write_manifest
-from waiting import PATIENCE, eventually
+from local.local_run import REPO, kubetrain_run, wait_for_findings, write_manifest
+from waiting import PATIENCE
 
 pytestmark = [pytest.mark.containers, pytest.mark.slow]
 
@@ -31,19 +29,6 @@ def describe(state_dir: Path, name: str) -> list[str]:
     return str(result.stdout).splitlines()
 
 
-def findings_of(state_dir: Path, name: str) -> list[dict[str, Any]]:
-    status = state_dir / name / "status.json"
-
-    def findings() -> list[dict[str, Any]]:
-        try:
-            found: list[dict[str, Any]] = json.loads(status.read_text())["findings"]
-        except (OSError, ValueError, KeyError):
-            return []  # not written yet, or caught mid-write
-        return found
-
-    return eventually(findings, f"a finding in {status}")
-
-
 def test_a_missing_image_leaves_its_replica_pending_with_a_warning_until_the_image_is_there(
     tmp_path: Path, state_dir: Path, runtime: str
 ) -> None:
@@ -53,7 +38,7 @@ def test_a_missing_image_leaves_its_replica_pending_with_a_warning_until_the_ima
     container.update(image=image, imagePullPolicy="Never")
     runner = start(write_manifest(tmp_path, manifest), state_dir, runtime)
     try:
-        [finding] = findings_of(state_dir, "no-image")
+        [finding] = wait_for_findings(state_dir / "no-image" / "status.json")
         text = describe(state_dir, "no-image")
         pending = containers_of("no-image", runtime)
         tagged = engine(runtime, "tag", PYTHON_IMAGE, image)

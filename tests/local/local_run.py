@@ -15,6 +15,8 @@ from typing import Any
 
 import yaml
 
+from waiting import eventually
+
 REPO = Path(__file__).resolve().parents[2]
 KUBETRAIN = str(Path(sys.executable).parent / "kubetrain")
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
@@ -147,3 +149,16 @@ def master_last(directory: Path, rank: str, workers: int) -> tuple[str, str]:
     where = repr(str(directory))
     master = MASTER_AFTER_WORKERS.format(directory=where, workers=workers) + rank
     return master, rank + "\n" + WORKER_DONE.format(directory=where)
+
+
+def wait_for_findings(status: Path) -> list[dict[str, Any]]:
+    """A local run's diagnosis findings, once its ``status.json`` holds any."""
+
+    def findings() -> list[dict[str, Any]]:
+        try:
+            found: list[dict[str, Any]] = json.loads(status.read_text())["findings"]
+        except (OSError, ValueError, KeyError):
+            return []  # not written yet, or caught mid-write
+        return found
+
+    return eventually(findings, f"a finding in {status}")

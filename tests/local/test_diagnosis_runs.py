@@ -4,18 +4,24 @@ status.json, and shown first by ``kubetrain describe --local``."""
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from builders import cli_runner
 from kubetrain.cli.main import app
-from local.local_run import KUBETRAIN, REPO, SCRIPTS, kubetrain_run, python_job, write_manifest
-from waiting import PATIENCE, eventually
+from local.local_run import (
+    KUBETRAIN,
+    REPO,
+    SCRIPTS,
+    kubetrain_run,
+    python_job,
+    wait_for_findings,
+    write_manifest,
+)
+from waiting import PATIENCE
 
 pytestmark = pytest.mark.local
 
@@ -82,7 +88,7 @@ def test_a_job_silent_past_its_progress_deadline_is_diagnosed_as_stalled_and_sai
         text=True,
     )
     try:
-        findings = _wait_for_findings(state_dir / "quiet" / "status.json")
+        findings = wait_for_findings(state_dir / "quiet" / "status.json")
         text = describe(state_dir, "quiet")
     finally:
         runner.send_signal(signal.SIGTERM)
@@ -95,14 +101,3 @@ def test_a_job_silent_past_its_progress_deadline_is_diagnosed_as_stalled_and_sai
     assert "(40%, loss=0.5" in finding["message"]
     assert text[:2] == ["Diagnosis:", f"  ProgressDeadlineExceeded: {finding['message']}"]
     assert stderr.count("Warning ProgressDeadlineExceeded: ") == 1, stderr
-
-
-def _wait_for_findings(status: Path) -> list[dict[str, Any]]:
-    def findings() -> list[dict[str, Any]]:
-        try:
-            found: list[dict[str, Any]] = json.loads(status.read_text())["findings"]
-        except (OSError, ValueError, KeyError):
-            return []  # not written yet, or caught mid-write
-        return found
-
-    return eventually(findings, f"a finding in {status}")

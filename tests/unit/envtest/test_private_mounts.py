@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from kubetrain.envtest.private_mounts import in_private_mounts, private_mounts_script
+from waiting import PATIENCE
 
 needs_root = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("unshare") is None, reason="mount namespaces need root and unshare"
@@ -19,7 +20,7 @@ needs_root = pytest.mark.skipif(
 
 
 def run(command: list[str]) -> str:
-    done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=60)
+    done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=PATIENCE)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
