@@ -205,7 +205,8 @@ def restore(
     proc: Path = PROC,
 ) -> list[str]:
     """Put back what ``record`` noted and remove the record; returns what was done. Nothing recorded,
-    nothing done."""
+    nothing done. A made directory something still holds stays in the record, which the next ``record``
+    keeps, so the next ``restore`` removes it."""
     try:
         recorded = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -230,8 +231,17 @@ def restore(
             for arguments in chain_removals(_saved_rules(command), set(kept)):
                 subprocess.run([command, *arguments], capture_output=True, check=False)
                 done.append(f"{command} {' '.join(arguments)}")
+    left = []
     for missing in recorded["missing"]:
         if _remove_when_only_sockets_held_it(Path(missing), done):
             done.append(f"removed {missing}")
-    path.unlink()
+        elif Path(missing).exists():
+            left.append(missing)
+    if left:
+        # Kept for the next node's stop, as its record keeps this one: a directory still held now (a shim
+        # outliving its node's stop) is removed once empty, not counted as there before the next start.
+        path.write_text(json.dumps({**recorded, "missing": left}, indent=1) + "\n")
+        done.append(f"kept for the next stop: {', '.join(left)}")
+    else:
+        path.unlink()
     return done

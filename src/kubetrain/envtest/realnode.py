@@ -51,7 +51,7 @@ import psutil
 import yaml
 
 from kubetrain.envtest import host_changes, imagecache, processes
-from kubetrain.envtest.binaries import NodeBinaries
+from kubetrain.envtest.binaries import NodeBinaries, cache_root
 from kubetrain.envtest.pki import SERVICE_IP, Pki, issue_client_certificate
 
 REAL_NODE_LABEL = "kubetrain.dev/real-node"
@@ -67,14 +67,19 @@ COREDNS = "coredns"
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 IPTABLES_COMMENT = "kubetrain envtest real node: kubernetes Service"
 FORWARD_COMMENT = "kubetrain envtest real nodes: pod network"
-HOST_RECORD = "host-before.json"
-"""In the run directory: the sysctls and fixed directories the nodes' components change, as they were
-before the start (``host_changes``), put back by ``remove_network``."""
 CHECKOUT = Path(__file__).resolve().parents[3]
 REQUIRED_COMMANDS = ("containerd", "containerd-shim-runc-v2", "runc", "ctr", "iptables", "ip", "podman")
 CNI_PLUGINS = Path("/usr/lib/cni")
 CNI_CACHE = Path("/var/lib/cni")
 """libcni's cache, a fixed path: each pod's results, named ``<network>-<sandbox id>-<interface>``."""
+
+
+def host_record() -> Path:
+    """The sysctls and fixed directories the nodes' components change, as they were before the start
+    (``host_changes``), put back by ``remove_network``: one for the machine, not one per run directory, as
+    real nodes run one cluster at a time and a directory one run's stop could not remove yet (a shim's
+    socket directory) is the next run's to remove."""
+    return cache_root().parent / "real-node-host-before.json"
 
 
 @dataclass(frozen=True)
@@ -299,7 +304,7 @@ def setup_network(run_dir: Path, nodes: list[RealNode] | None = None) -> None:
     FORWARD rule lets pods of one node reach another's (routed between bridges) whatever the chain's policy
     (dockerd's default sets it to DROP). What the nodes' components will change on the host as a side
     effect is recorded first."""
-    host_changes.record(run_dir / HOST_RECORD)
+    host_changes.record(host_record())
     for node in nodes or [FIRST]:
         _run("ip", "link", "add", node.bridge, "type", "bridge")
         _run("ip", "link", "set", node.bridge, "alias", str(run_dir))
@@ -828,7 +833,7 @@ def remove_network(run_dir: Path) -> None:
         remove_cni_cache_entries(paths)
         if not mounts_under(paths.root):
             shutil.rmtree(paths.root, ignore_errors=True)
-    host_changes.restore(run_dir / HOST_RECORD)
+    host_changes.restore(host_record())
 
 
 def remove_cni_cache_entries(paths: NodePaths, cache: Path = CNI_CACHE) -> list[Path]:

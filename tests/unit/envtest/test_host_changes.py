@@ -74,6 +74,25 @@ def test_a_made_directory_still_holding_a_file_keeps_it(tmp_path: Path, proc_sys
     assert not (made / "networks").exists()
 
 
+def test_a_made_directory_a_stop_could_not_remove_is_the_next_stops_to_remove(
+    tmp_path: Path, proc_sys: Path
+) -> None:
+    record = tmp_path / "host-before.json"
+    made = tmp_path / "run" / "containerd"
+    host_changes.record(record, [], [made], proc_sys)
+    (made / "s").mkdir(parents=True)
+    (made / "s" / "held").write_text("")
+    host_changes.restore(record, proc_sys)
+    host_changes.record(record, [], [made], proc_sys)  # the next node starts; the directory is there now
+    (made / "s" / "held").unlink()
+
+    done = host_changes.restore(record, proc_sys)
+
+    assert not made.exists()
+    assert done == [f"removed {made}"]
+    assert not record.exists()
+
+
 def test_a_directory_there_before_the_record_stays_even_when_empty(tmp_path: Path, proc_sys: Path) -> None:
     record = tmp_path / "host-before.json"
     there = tmp_path / "run" / "kubetrain"
