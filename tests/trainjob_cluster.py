@@ -105,6 +105,11 @@ def install_trainjob_crds(kube_api: KubeApi) -> None:
     them."""
     install_crds(kube_api, CRDS)
     install_crd_files(kube_api, [jobset.crd_path()])
+    install_builtin_runtimes(kube_api)
+
+
+def install_builtin_runtimes(kube_api: KubeApi) -> None:
+    """The built-in ClusterTrainingRuntimes, those not there yet."""
     for document in builtin_runtime_documents():
         path = f"{TRAINER}/clustertrainingruntimes"
         if not kube_api.exists(f"{path}/{document['metadata']['name']}"):

@@ -12,6 +12,7 @@ from kubetrain.envtest.crds import install_crd_files
 from kubetrain.envtest.kubeapi import KubeApi, KubeObject
 from kubetrain.envtest.pytest_plugin import EnvtestCluster
 from kueue_cluster import kueue_beside
+from trainjob_cluster import install_builtin_runtimes
 
 pytestmark = pytest.mark.cluster
 
@@ -20,6 +21,9 @@ pytestmark = pytest.mark.cluster
 def kueue_running(jobset_controller: EnvtestCluster, kube_api: KubeApi) -> Iterator[EnvtestCluster]:
     """Kueue integrating TrainJobs, on the session's envtest; stopped, its webhooks removed, afterwards."""
     install_crd_files(kube_api, sorted(peers.TRAINER.crds_dir().glob("trainer.kubeflow.org_*.yaml")))
+    # Kueue's TrainJob webhook looks up the job's runtime; the module made none, and passed only after
+    # another module had installed them on the session's envtest.
+    install_builtin_runtimes(kube_api)
     with kueue_beside(jobset_controller) as cluster:
         yield cluster
 
