@@ -29,7 +29,7 @@ export TORCHINDUCTOR_CACHE_DIR := $(TOOLS_STATE)/torchinductor
 	framework-images lane-go lane-cluster-operator lane-cluster-clients lane-browser lane-images \
 	lane-framework-images lane-checks lane-peers-v1 lane-peers-others \
 	browser-packages test-browser test-cluster-operator test-cluster-clients test-peers test-peers-v1 \
-	test-peers-others peers-build test-faults jobset-build kueue-build jobset-manifests
+	test-peers-others peers-build test-faults jobset-build kueue-build jobset-manifests test-cluster-kueue
 
 help:
 	@echo "make run   - train the example PyTorch DDP job locally (1 master + 2 workers)"
@@ -89,15 +89,15 @@ test: $(STAMP)
 avail = $$(df -h --output=avail $(1) | tail -1 | tr -d ' ')
 free_disk = echo "disk free $(1): caches $(call avail,$(HOME)), images $(call avail,/var/lib) (cold run: ~45G)"
 
-# The Go-built binaries, the longest tier's first: envtest (every tier with a control plane), the gang
-# scheduler (the e2e tier's second step; the images lane builds the kubelet and CoreDNS for its first step
-# meanwhile), JobSet (every envtest tier), then helm, the peers and Kueue, which the lanes needing them build
-# beside it when the Go lane has not come to them yet. Cold, the e2e tier waited until 30 minutes for the gang
-# scheduler when it came last, and until 32 minutes when it came after the node. A new Go-built tool is one
-# more line here, and its build target a prerequisite of the tiers that run it.
+# The Go-built binaries, the longest tier's first: envtest (every tier with a control plane), the kubelet and
+# CoreDNS (the e2e tier's first step, its own nodes), the gang scheduler (its second step), JobSet (every
+# envtest tier), then helm, the peers and Kueue, which the lanes needing them build beside it when the Go lane
+# has not come to them yet. Cold, the e2e tier waited until 30 minutes for the gang scheduler when it came
+# last, and until 31 minutes when the images lane built the node after its images (2026-12-02). A new Go-built
+# tool is one more line here, and its build target a prerequisite of the tiers that run it.
 GO_BUILDS := envtest-build
-GO_BUILDS += $(if $(AS_ROOT),scheduler-plugins-build)
 GO_BUILDS += $(if $(AS_ROOT),node-build)
+GO_BUILDS += $(if $(AS_ROOT),scheduler-plugins-build)
 GO_BUILDS += jobset-build
 GO_BUILDS += helm-build
 GO_BUILDS += peers-build
@@ -125,9 +125,10 @@ lane-go: $(STAMP)
 # The cluster tier in two halves, and the conformance tier in two: each was the longest lane warm when whole
 # (25 and 18 minutes at load 15 to 20).
 # The fault suite (a control plane of its own per scenario) follows the operator half: warm, the checks lane was
-# the longest with it; cold, that half starts once envtest is built, long before the e2e and conformance tiers.
+# the longest with it; cold, that half starts once envtest and JobSet are built, long before the e2e and
+# conformance tiers. Its Kueue tests come last, when Kueue is built.
 lane-cluster-operator: $(STAMP)
-	$(call serially,test-cluster-operator test-faults)
+	$(call serially,test-cluster-operator test-faults test-cluster-kueue)
 
 lane-cluster-clients: $(STAMP)
 	$(call serially,test-cluster-clients)
@@ -181,9 +182,15 @@ test-cluster: envtest-build helm-build jobset-build kueue-build image browser-pa
 # what users and their tools see (the chart, the docs' commands, RBAC, the SDK and CLI; the browser tier has a lane
 # of its own).
 CLUSTER_CLIENTS := tests/cluster/helm tests/cluster/docs tests/cluster/rbac tests/cluster/sdk
-test-cluster-operator: envtest-build jobset-build kueue-build image
+test-cluster-operator: envtest-build jobset-build image
 	$(call on_envtest,$(ENVTEST_TEST_DIR)-operator,tests/cluster \
-		$(patsubst %,--ignore=%,$(filter tests/cluster/%,$(CLUSTER_CLIENTS))))
+		$(patsubst %,--ignore=%,$(filter tests/cluster/%,$(CLUSTER_CLIENTS)) $(CLUSTER_KUEUE)))
+
+# The operator half's tests that run Kueue, on an envtest of their own after the rest: Kueue is the last and
+# longest Go build (18 minutes cold at a load of 16), and the whole half waited for it until 40 minutes.
+CLUSTER_KUEUE := tests/cluster/test_kueue.py tests/cluster/operator/test_trainjobs_with_kueue.py
+test-cluster-kueue: envtest-build jobset-build kueue-build image
+	$(call on_envtest,$(ENVTEST_TEST_DIR)-kueue,$(CLUSTER_KUEUE))
 
 test-cluster-clients: envtest-build helm-build jobset-build image
 	$(call on_envtest,$(ENVTEST_TEST_DIR)-clients,$(CLUSTER_CLIENTS))
