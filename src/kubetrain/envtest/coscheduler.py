@@ -49,8 +49,9 @@ def _version() -> str:
     return found
 
 
-# envtest's build tags, so Go's build cache serves the Kubernetes packages both compile.
-_FLAGS = ("-tags", "providerless", "-trimpath", "-ldflags", "-s -w")
+# envtest's build tags and no -trimpath (binaries.kubernetes_build_command says why), so Go's build cache
+# serves the Kubernetes packages both compile.
+_FLAGS = ("-tags", "providerless", "-ldflags", "-s -w")
 
 
 def tool() -> GoTool:
