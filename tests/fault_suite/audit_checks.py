@@ -117,6 +117,26 @@ def unfenced_writes(writes: Iterable[OperatorWrite], history: list[LeaseWrite]) 
     return found
 
 
+def sent_at_resume(
+    unfenced: list[UnfencedWrite], identity: str, resumed: datetime
+) -> tuple[list[UnfencedWrite], UnfencedWrite | None]:
+    """``unfenced`` less the first write of ``identity`` (a replica paused past its Lease) received once it
+    was resumed, and that write. One write can be between its fence's check and the socket when a process
+    is stopped: the operator asks the fence and hands the bytes to the kernel in one step of its one event
+    loop, with nothing awaited between, but a SIGSTOP (or a preemption it lands in) can fall between any
+    two instructions, and no fence asked by a client closes that. A second such write (a fence asked before
+    an await), or one received while the replica was stopped, is not excused."""
+    excused = next(
+        (
+            found
+            for found in unfenced
+            if found.write.identity == identity and found.write.event.received >= resumed
+        ),
+        None,
+    )
+    return [found for found in unfenced if found is not excused], excused
+
+
 def tenures(history: list[LeaseWrite]) -> list[tuple[str, datetime]]:
     """Each change of holder: (new holder, when); releases show as an empty holder."""
     changes: list[tuple[str, datetime]] = []

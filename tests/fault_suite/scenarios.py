@@ -40,6 +40,8 @@ class Fault:
     replaced: bool = False
     """The replica at work was killed: only a replica that had written nothing before the fault shows the
     operator back at work (a write the killed one had sent may still land just after it)."""
+    resumed: datetime | None = None
+    """When the paused replica ``successor_of`` was sent SIGCONT (``audit_checks.sent_at_resume``)."""
 
 
 @dataclass
@@ -158,6 +160,15 @@ def _account(
         ]
     if history:
         report.unfenced = audit_checks.unfenced_writes(writes, history)
+        for fault in report.faults:
+            if fault.resumed is not None:
+                report.unfenced, excused = audit_checks.sent_at_resume(
+                    report.unfenced, fault.successor_of, fault.resumed
+                )
+                if excused is not None:
+                    report.notes.append(
+                        f"in its fence-to-socket step when paused, sent at its resume: {excused}"
+                    )
         report.holders = len({holder for holder, _ in audit_checks.tenures(history) if holder})
 
 
@@ -256,17 +267,21 @@ def _wait_for_successor(burst: Burst, identity: str) -> None:
 def paused_leader(burst: Burst, group: Replicas, rng: random.Random, report: Report) -> None:
     """Two replicas: the leader SIGSTOPped until the other has taken the Lease and
     ``PAST_THE_LEASE_SECONDS`` more, then SIGCONTed. It must write nothing of its own after resuming: its
-    fence refuses what it had queued, and it stops (exit 1), as a replica that lost its Lease does."""
+    fence refuses what it had queued, and it stops (exit 1), as a replica that lost its Lease does. The one
+    write that may have been between its fence and the socket at the pause is the exception
+    (``audit_checks.sent_at_resume``)."""
     burst.wait_created(rng.uniform(0.2, 0.6), timeout=300)
     leader = _leader(group, burst.cluster, burst.namespace)
     identity = leader.identity() or ""
     created = burst.created()
     leader.pause()
     stopped = now()
-    report.faults.append(Fault(stopped, f"leader SIGSTOP at {created:.0%} created", successor_of=identity))
     _wait_for_successor(burst, identity)
     time.sleep(PAST_THE_LEASE_SECONDS)
+    resuming = now()  # before the signal: the replica may write before the line after it runs
     leader.resume()
+    what = f"leader SIGSTOP at {created:.0%} created"
+    report.faults.append(Fault(stopped, what, successor_of=identity, resumed=resuming))
     resumed = time.monotonic()
     code = report.resumed_leader_exit = leader.process.wait(PATIENCE)
     report.notes.append(

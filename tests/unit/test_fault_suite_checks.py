@@ -91,3 +91,36 @@ def test_the_operator_is_back_at_work_at_the_first_write_of_a_replica_other_than
     assert audit_checks.first_write_after(writes, killed_at, other_than={"a_1"}) == START + timedelta(
         seconds=14
     )
+
+
+def _paused_a_writes(*received: float) -> list[audit_checks.UnfencedWrite]:
+    """a_1 leads, is paused, b_2 takes the Lease at 20 s, a_1 resumes at 25 s and writes at ``received``."""
+    events = [event(0, A, "leases", holder="a_1"), event(20, B, "leases", holder="b_2")]
+    events += [event(seconds, A, name=f"p{index}") for index, seconds in enumerate(received)]
+    history = audit_checks.lease_history(events, LEASE)
+    return audit_checks.unfenced_writes(audit_checks.operator_writes(events, LEASE), history)
+
+
+RESUMED = START + timedelta(seconds=25)
+
+
+def test_one_write_a_paused_replica_sends_at_its_resume_is_excused_as_in_its_fence_to_socket_step() -> None:
+    [write] = _paused_a_writes(25.05)
+
+    left, excused = audit_checks.sent_at_resume([write], "a_1", RESUMED)
+
+    assert (left, excused) == ([], write)
+
+
+def test_a_second_write_a_paused_replica_sends_at_its_resume_is_unfenced() -> None:
+    first, second = _paused_a_writes(25.05, 25.06)
+
+    left, _ = audit_checks.sent_at_resume([first, second], "a_1", RESUMED)
+
+    assert left == [second]
+
+
+def test_a_write_received_while_the_replica_was_stopped_is_not_excused() -> None:
+    [write] = _paused_a_writes(21)
+
+    assert audit_checks.sent_at_resume([write], "a_1", RESUMED) == ([write], None)
