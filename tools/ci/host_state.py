@@ -115,6 +115,10 @@ def allowed_places(checkout: PurePosixPath, home: PurePosixPath, user: str) -> t
         Allowed(home / ".cache/pip", "pip's download cache: the venv's and the images' wheels"),
         Allowed(system / "var/lib/containers", "podman's image store: the images the tiers build"),
         Allowed(system / "var/lib/docker", "docker's image store: the containers tier's images"),
+        # Daemonless, podman keeps no process, but its first command on a machine makes these (tmpfs, until
+        # reboot) and no later one removes them: on a fresh machine they are the first run's.
+        Allowed(system / "run/containers/storage", "podman's run root: its store's locks and mount state"),
+        Allowed(system / "run/libpod", "podman's run directory: its events log, exit codes, liveness lock"),
         Allowed(system / "etc/docker/daemon.json", "make docker's settings for the docker it installs"),
         Allowed(
             system / "etc/containers/containers.conf.d/50-kubetrain.conf",
