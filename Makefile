@@ -72,7 +72,8 @@ test-unit: $(STAMP)
 # and the disk a cold run fills (a CI machine ran out once): the free space is printed before and after.
 # Passed or failed, the lanes are followed by tools/ci/host_state.py, which lists anything they left on the
 # machine outside the checkout and its caches (paths, processes, network, mounts) since its snapshot; first it
-# puts back the sysctls the lanes share (ip_forward: podman's and the node's), which none can alone. What it
+# puts back what the lanes share, which none can alone: sysctls (ip_forward: podman's and the node's) and
+# /run/containerd (every containerd shim's, docker's and the node's) when left empty. What it
 # lists fails `test`, as a failed test does.
 HOST_STATE := .state/host-state.json
 test: $(STAMP)
@@ -81,7 +82,7 @@ test: $(STAMP)
 	$(MAKE) --no-print-directory -j9 --output-sync=target lane-go lane-cluster-operator lane-cluster-clients \
 		lane-browser lane-images lane-framework-images lane-checks lane-peers-v1 lane-peers-others; \
 		status=$$?; $(call free_disk,after the lanes); \
-		$(BIN)/python tools/ci/host_state.py restore-sysctls $(HOST_STATE); \
+		$(BIN)/python tools/ci/host_state.py restore-shared $(HOST_STATE); \
 		$(BIN)/python tools/ci/host_state.py compare $(HOST_STATE) || status=1; exit $$status
 
 # $(call free_disk,WHEN): one line under 80 columns: the free space for the caches ($HOME) and the images

@@ -432,6 +432,29 @@ def test_a_sysctl_the_lanes_changed_is_put_back_and_an_unchanged_one_left_alone(
     assert restored == ["host state: net.ipv4.ip_forward put back to 0 (the lanes left 1)"]
 
 
+def test_a_shared_directory_made_by_the_lanes_and_left_empty_is_removed(host: FakeHost) -> None:
+    (host.root / "run/containerd/s").mkdir(parents=True)
+
+    removed = host_state.remove_shared_directories(host.root, snapshot(paths={}))
+
+    assert not (host.root / "run/containerd").exists()
+    assert removed == ["host state: /run/containerd removed (the lanes' shims left it empty)"]
+
+
+def test_a_shared_directory_still_holding_a_file_is_left_for_the_comparison(host: FakeHost) -> None:
+    host.write("run/containerd/s/0123abcd", "")
+
+    assert host_state.remove_shared_directories(host.root, snapshot(paths={})) == []
+    assert (host.root / "run/containerd/s/0123abcd").exists()
+
+
+def test_a_shared_directory_there_before_the_lanes_stays(host: FakeHost) -> None:
+    (host.root / "run/containerd/s").mkdir(parents=True)
+
+    assert host_state.remove_shared_directories(host.root, snapshot(paths={"/run/containerd": ""})) == []
+    assert (host.root / "run/containerd/s").is_dir()
+
+
 def test_package_files_are_the_paths_dpkg_lists(host: FakeHost) -> None:
     host.write("var/lib/dpkg/info/docker.io.list", "/.\n/etc\n/etc/docker\n")
     host.write("var/lib/dpkg/info/runc:amd64.list", "/usr/sbin/runc\n")

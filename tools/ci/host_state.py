@@ -520,6 +520,32 @@ def restore_sysctls(root: Path, before: Snapshot) -> list[str]:
     return restored
 
 
+SHARED_DIRECTORIES = (PurePosixPath("/run/containerd"),)
+"""Fixed paths that tools in more than one lane make: every containerd shim puts its socket under
+``/run/containerd/s``, whatever its containerd's settings, docker's (the containers tier) and the real nodes'
+(the e2e tier) alike. A real node's stop removes it only if it was missing at the node's start, and docker's
+shims may have made it in another lane by then; it is empty once every shim has exited."""
+
+
+def remove_shared_directories(root: Path, before: Snapshot) -> list[str]:
+    """Remove each shared directory the snapshot did not have and that holds no file now (only empty
+    directories), one line each: like the sysctls, only the end of `make test` can. One still holding a file
+    stays, for the comparison to list."""
+    removed: list[str] = []
+    for directory in SHARED_DIRECTORIES:
+        path = _host_path(root, directory)
+        if str(directory) in before.get("paths", {}) or not path.is_dir() or path.is_symlink():
+            continue
+        if any(files for _, _, files in os.walk(path)):
+            continue
+        for parent, children, _ in os.walk(path, topdown=False):
+            for child in children:
+                (Path(parent) / child).rmdir()
+        path.rmdir()
+        removed.append(f"host state: {directory} removed (the lanes' shims left it empty)")
+    return removed
+
+
 def take_snapshot(root: Path, home: PurePosixPath, own_pid: int, since: int | None = None) -> Snapshot:
     return {
         "paths": collect_paths(root, home),
@@ -615,7 +641,7 @@ def _read_snapshot(file: Path) -> tuple[Snapshot, int | None]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("action", choices=("snapshot", "restore-sysctls", "compare"))
+    parser.add_argument("action", choices=("snapshot", "restore-shared", "compare"))
     parser.add_argument("file", type=Path)
     parser.add_argument(
         "--checkout",
@@ -638,8 +664,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, ValueError, KeyError, AttributeError) as error:
         print(f"host state: cannot compare: {error}", file=sys.stderr)
         return 2
-    if arguments.action == "restore-sysctls":
-        print("\n".join(restore_sysctls(root, before)))
+    if arguments.action == "restore-shared":
+        print("\n".join([*restore_sysctls(root, before), *remove_shared_directories(root, before)]))
         return 0
     now = take_snapshot(root, home, os.getpid(), since=taken)
     user = pwd.getpwuid(os.getuid()).pw_name
