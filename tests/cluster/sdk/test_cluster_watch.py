@@ -104,13 +104,17 @@ def test_a_cluster_watch_lists_the_existing_jobs_then_says_synced(
     collector = Collector(backend, namespace)
     try:
         collector.wait_for(SYNCED)
+        # A request the API server fails meanwhile is told as UNAVAILABLE and healed by a re-list (its own
+        # rule, below); a cold run at load 15 saw one here once, its list answered while etcd lagged.
         assert sorted(
-            (str(e.type), (e.job or {}).get("metadata", {}).get("name")) for e in collector.events
+            (str(e.type), (e.job or {}).get("metadata", {}).get("name"))
+            for e in collector.events
+            if e.type is not UNAVAILABLE
         ) == [
             ("ADDED", "one"),
             ("ADDED", "two"),
             ("SYNCED", None),
-        ]
+        ], [e.message for e in collector.events if e.message]
         assert all(e.restarts == 0 for e in collector.events if e.type is ADDED)
     finally:
         collector.watch.close()
