@@ -538,10 +538,7 @@ def remove_shared_directories(root: Path, before: Snapshot) -> list[str]:
             continue
         if any(files for _, _, files in os.walk(path)):
             continue
-        for parent, children, _ in os.walk(path, topdown=False):
-            for child in children:
-                (Path(parent) / child).rmdir()
-        path.rmdir()
+        shutil.rmtree(path)  # directories only, as just checked
         removed.append(f"host state: {directory} removed (the lanes' shims left it empty)")
     return removed
 
