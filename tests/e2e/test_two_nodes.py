@@ -97,6 +97,10 @@ def _on(node: realnode.RealNode, manifest: dict[str, Any]) -> dict[str, Any]:
     return manifest
 
 
+def _taints(api: KubeApi, node: realnode.RealNode) -> set[str]:
+    return {taint["key"] for taint in api.get(f"/api/v1/nodes/{node.name}")["spec"].get("taints") or []}
+
+
 def _ready(api: KubeApi, node: realnode.RealNode) -> str:
     conditions = api.get(f"/api/v1/nodes/{node.name}")["status"]["conditions"]
     return str(next(c["status"] for c in conditions if c["type"] == "Ready"))
@@ -169,15 +173,16 @@ def test_node_stop_is_a_node_loss_and_node_start_brings_it_back_ready(
         assert _processes_with(markers[lost.name]) == []
         assert _processes_with(markers[kept.name]) != []
         wait_until(f"{lost.name} NotReady", lambda: _ready(api, lost) != "True", NOT_READY_TIMEOUT_SECONDS)
-        taints = api.get(f"/api/v1/nodes/{lost.name}")["spec"].get("taints") or []
-        assert "node.kubernetes.io/unreachable" in {taint["key"] for taint in taints}
+        # The node lifecycle controller taints the node in a pass of its own after it marks it Unknown.
+        unreachable = "node.kubernetes.io/unreachable"
+        wait_until(f"{lost.name} tainted {unreachable}", lambda: unreachable in _taints(api, lost))
         assert _ready(api, kept) == "True"
     finally:
         started = two_nodes.kubetrain("envtest", "node", "start", lost.name, "--dir", str(two_nodes.run_dir))
 
     assert started.returncode == 0, started.stderr
     assert _ready(api, lost) == "True"
-    assert not api.get(f"/api/v1/nodes/{lost.name}")["spec"].get("taints")
+    wait_until(f"{lost.name}'s taints lifted", lambda: not _taints(api, lost))
     # The kubelet back finds its pod's sandbox dead and runs the pod again (restartPolicy Always).
     wait_until(f"the sleeper on {lost.name} running again", lambda: _processes_with(markers[lost.name]))
 
