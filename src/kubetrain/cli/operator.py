@@ -7,6 +7,7 @@ import logging
 import os
 import re
 import signal
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -346,6 +347,7 @@ def operator(
         limits=ReplicaLimits(per_type=max_replicas_per_type, per_job=max_replicas_per_job),
         gc_young_threshold=gc_young_threshold,
         status=status,
+        pod=own_pod(os.environ),
     )
     # After every flag is read: a refused flag leaves the caller's logging (a test runner's) as it was.
     logs.configure(log_level)
@@ -360,6 +362,13 @@ def operator(
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(EXIT_STATUS_ENDPOINT) from None
     raise typer.Exit(code)
+
+
+def own_pod(environ: Mapping[str, str]) -> tuple[str, str] | None:
+    """The operator's own pod, ``(namespace, name)``, from the downward API's variables the install sets
+    (MY_POD_NAMESPACE, as upstream's, and MY_POD_NAME); None for a host process."""
+    namespace, name = environ.get("MY_POD_NAMESPACE"), environ.get("MY_POD_NAME")
+    return (namespace, name) if namespace and name else None
 
 
 def user_agent(identity: str) -> str:

@@ -44,6 +44,7 @@ from kubetrain.kube.metrics import OperatorMetrics
 from kubetrain.kube.observe import observe_node
 from kubetrain.kube.previous_logs import PreviousLogs
 from kubetrain.kube.render import SCHEDULER_PLUGINS_GROUP, VOLCANO_GROUP, RenderSettings
+from kubetrain.kube.replicas import availability_warning, declared_replicas
 from kubetrain.kube.runtime import collector
 from kubetrain.kube.runtime.client import KubeClient, collection_path
 from kubetrain.kube.runtime.expectations import Expectations
@@ -96,6 +97,9 @@ class OperatorSettings:
     """Serve Kubeflow Trainer v2's TrainJob (``trainer.kubeflow.org/v1alpha1``) beside the v1 kinds."""
     install_builtin_runtimes: bool = False
     """Create Trainer's built-in ClusterTrainingRuntimes that are missing, as this replica starts leading."""
+    pod: tuple[str, str] | None = None
+    """This replica's pod, ``(namespace, name)``, where it runs in one (a lone replica then says what it gives
+    up)."""
 
 
 class MissingCrdError(Exception):
@@ -459,6 +463,7 @@ class Operator:
                 return 0
             synced.result()
             log.info("caches synced: %s", ", ".join(f"{i.kind}={len(i.store)}" for i in self.informers))
+            await self._say_what_a_lone_replica_gives_up()
             if self.elector is None:
                 await run_until_stopped(self._reconcile_all(), stop)
                 return 0
@@ -484,6 +489,21 @@ class Operator:
                 server.close()
                 with contextlib.suppress(Exception):
                     await server.wait_closed()
+
+    async def _say_what_a_lone_replica_gives_up(self) -> None:
+        if self.settings.pod is None:
+            return
+        try:
+            declared = await declared_replicas(self.client.http, *self.settings.pod)
+        except Exception as error:  # a log line is never worth stopping for
+            log.debug("could not read the Deployment that runs this replica: %s", error)
+            return
+        warning = availability_warning(self.settings.leader_elect, declared)
+        if warning is not None:
+            log.warning("%s", warning)
+        elif declared is not None:
+            replicas = (declared.deployment, declared.replicas)
+            log.info("Deployment %s runs %d replicas: one leads, the others stand by", *replicas)
 
 
 async def run_until_stopped(work: Coroutine[Any, Any, None], stop: asyncio.Event) -> None:

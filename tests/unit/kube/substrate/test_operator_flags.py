@@ -6,7 +6,7 @@ import pytest
 
 from builders import cli_runner
 from kubetrain.cli.main import app
-from kubetrain.cli.operator import enabled_frameworks
+from kubetrain.cli.operator import enabled_frameworks, own_pod
 from kubetrain.frameworks.crds import MpiApi
 from kubetrain.kube.health import parse_bind_address
 
@@ -60,3 +60,11 @@ def test_bind_addresses_read_like_upstreams(address: str, expected: tuple[str, i
 def test_a_bind_address_without_a_port_is_refused_with_an_example() -> None:
     with pytest.raises(ValueError, match=r":8080"):
         parse_bind_address("localhost")
+
+
+def test_the_operator_knows_its_pod_from_the_downward_api_and_a_host_process_has_none() -> None:
+    assert own_pod({"MY_POD_NAMESPACE": "kubeflow", "MY_POD_NAME": "training-operator-7d9c-x"}) == (
+        "kubeflow",
+        "training-operator-7d9c-x",
+    )
+    assert own_pod({"MY_POD_NAMESPACE": "kubeflow"}) is None
