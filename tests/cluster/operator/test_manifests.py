@@ -3,6 +3,7 @@ operator's calls with no wildcards, and the operator does a job's whole life as 
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,6 +41,7 @@ pytestmark = pytest.mark.cluster
 
 ROOT = Path(__file__).resolve().parents[3]
 OVERLAY = ROOT / "manifests" / "overlays" / "standalone"
+SINGLE_REPLICA = ROOT / "manifests" / "components" / "single-replica"
 SERVICE_ACCOUNT = "system:serviceaccount:kubeflow:training-operator"
 WEBHOOK_CONFIGURATION_KINDS = (
     "mutatingwebhookconfiguration.admissionregistration.k8s.io/",
@@ -99,7 +101,7 @@ def test_the_cluster_role_lists_verbs_and_resources_without_wildcards(
             assert "*" not in rule[field], f"wildcard in {field} of {rule}"
 
 
-def allowed(api: KubeApi, verb: str, resource: str) -> bool:
+def allowed(api: KubeApi, verb: str, resource: str, namespace: str = "default") -> bool:
     """Ask the API server (SubjectAccessReview) whether the ServiceAccount may; ``resource`` reads
     ``<plural>[.<group>][/<subresource>]``."""
     name, _, subresource = resource.partition("/")
@@ -111,7 +113,7 @@ def allowed(api: KubeApi, verb: str, resource: str) -> bool:
             "user": SERVICE_ACCOUNT,
             "groups": ["system:serviceaccounts", "system:serviceaccounts:kubeflow", "system:authenticated"],
             "resourceAttributes": {
-                "namespace": "default",
+                "namespace": namespace,
                 "verb": verb,
                 "group": group,
                 "resource": plural,
@@ -178,6 +180,56 @@ def test_the_service_account_may_not_do_more(
     installed: str, kube_api: KubeApi, verb: str, resource: str
 ) -> None:
     assert not allowed(kube_api, verb, resource)
+
+
+@pytest.mark.parametrize("resource", ["deployments.apps", "replicasets.apps"])
+def test_the_service_account_may_read_the_deployment_that_runs_it_in_its_own_namespace_only(
+    installed: str, kube_api: KubeApi, resource: str
+) -> None:
+    assert allowed(kube_api, "get", resource, namespace="kubeflow")
+    assert not allowed(kube_api, "get", resource, namespace="default")
+    assert not allowed(kube_api, "list", resource, namespace="kubeflow")
+
+
+def test_the_standalone_overlay_runs_two_replicas_one_per_node_with_a_disruption_budget(
+    installed: str, kube_api: KubeApi
+) -> None:
+    deployment = kube_api.get("/apis/apps/v1/namespaces/kubeflow/deployments/training-operator")
+    budget = kube_api.get("/apis/policy/v1/namespaces/kubeflow/poddisruptionbudgets/training-operator")
+    spec = deployment["spec"]["template"]["spec"]
+    [spread] = spec["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+
+    assert deployment["spec"]["replicas"] == 2
+    assert spread["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert spread["podAffinityTerm"]["labelSelector"]["matchLabels"].items() <= (
+        deployment["spec"]["template"]["metadata"]["labels"].items()
+    )
+    assert budget["spec"]["maxUnavailable"] == 1
+    assert budget["spec"]["selector"] == deployment["spec"]["selector"]
+    assert {(t["key"], t["tolerationSeconds"]) for t in spec["tolerations"]} == {
+        ("node.kubernetes.io/unreachable", 10),
+        ("node.kubernetes.io/not-ready", 10),
+    }
+
+
+def test_the_single_replica_component_runs_one_replica_without_a_disruption_budget(
+    envtest: EnvtestCluster, tmp_path: Path
+) -> None:
+    (tmp_path / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                "kind": "Kustomization",
+                "resources": [os.path.relpath(OVERLAY, tmp_path)],
+                "components": [os.path.relpath(SINGLE_REPLICA, tmp_path)],
+            }
+        )
+    )
+    built = [doc for doc in yaml.safe_load_all(kubectl(envtest, "kustomize", str(tmp_path))) if doc]
+    kinds = {(doc["kind"], doc["metadata"]["name"]): doc for doc in built}
+
+    assert kinds[("Deployment", "training-operator")]["spec"]["replicas"] == 1
+    assert ("PodDisruptionBudget", "training-operator") not in kinds
 
 
 def service_account_kubeconfig(envtest: EnvtestCluster, directory: Path) -> Path:
