@@ -95,7 +95,10 @@ def test_the_default_rendering_is_accepted_server_side(
         "serviceaccount/kubetrain",
         "clusterrole.rbac.authorization.k8s.io/kubetrain",
         "clusterrolebinding.rbac.authorization.k8s.io/kubetrain",
+        "role.rbac.authorization.k8s.io/kubetrain",
+        "rolebinding.rbac.authorization.k8s.io/kubetrain",
         "deployment.apps/kubetrain",
+        "poddisruptionbudget.policy/kubetrain",
         "service/kubetrain",
     ):
         assert f"{created} serverside-applied (server dry run)" in applied
@@ -108,7 +111,7 @@ def test_a_non_default_rendering_with_a_service_monitor_is_accepted_server_side(
         "--set=metrics.serviceMonitor.enabled=true",
         "--set=metrics.port=9090",
         "--set=operator.gangSchedulerName=volcano",
-        "--set=replicaCount=2",
+        "--set=operator.replicas=3",
         '--set-json=operator.enabledSchemes=["pytorchjob"]',
         '--set-json=tolerations=[{"key":"gpu","operator":"Exists"}]',
         namespace=namespace,

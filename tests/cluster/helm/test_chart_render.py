@@ -3,6 +3,7 @@ CRD, refuses contradictory values with a message naming the value, and grants th
 
 from __future__ import annotations
 
+import json
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ NON_DEFAULT = (
     '--set-json=operator.extraArgs=["--log-level=warning"]',
     "--set=metrics.port=9090",
     "--set=metrics.serviceMonitor.enabled=true",
-    "--set=replicaCount=2",
+    "--set=operator.replicas=3",
     "--set=image.repository=registry.example.org/kubetrain",
     "--set=image.tag=9.9.9",
     "--set=resources.limits.memory=1Gi",
@@ -155,7 +156,7 @@ def test_non_default_values_set_image_replicas_and_resources(non_default: list[d
     deployment = find(non_default, "Deployment")
     [container] = deployment["spec"]["template"]["spec"]["containers"]
     assert (deployment["spec"]["replicas"], container["image"], container["resources"]["limits"]) == (
-        2,
+        3,
         "registry.example.org/kubetrain:9.9.9",
         {"memory": "1Gi"},
     )
@@ -216,13 +217,64 @@ def test_an_unknown_scheme_is_refused_naming_its_path(helm: Helm) -> None:
     assert "at '/operator/enabledSchemes/0'" in error
 
 
+def test_by_default_two_replicas_spread_over_nodes_under_a_disruption_budget(
+    default: list[dict[str, Any]],
+) -> None:
+    deployment = find(default, "Deployment")
+    budget = find(default, "PodDisruptionBudget")
+    spec = deployment["spec"]["template"]["spec"]
+    [spread] = spec["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+
+    assert deployment["spec"]["replicas"] == 2
+    assert "--leader-elect" in operator_args(default)
+    assert spread["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert spread["podAffinityTerm"]["labelSelector"] == deployment["spec"]["selector"]
+    assert budget["spec"] == {"maxUnavailable": 1, "selector": deployment["spec"]["selector"]}
+
+
+def test_by_default_a_replica_on_a_lost_node_is_evicted_after_10_seconds(
+    default: list[dict[str, Any]],
+) -> None:
+    tolerations = find(default, "Deployment")["spec"]["template"]["spec"]["tolerations"]
+
+    assert {(t["key"], t["effect"], t["tolerationSeconds"]) for t in tolerations} == {
+        ("node.kubernetes.io/unreachable", "NoExecute", 10),
+        ("node.kubernetes.io/not-ready", "NoExecute", 10),
+    }
+
+
+def test_the_operator_knows_its_own_pod_to_find_its_deployment(default: list[dict[str, Any]]) -> None:
+    [container] = find(default, "Deployment")["spec"]["template"]["spec"]["containers"]
+    downward = [e for e in container["env"] if "valueFrom" in e]
+    fields = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in downward}
+
+    assert fields == {"MY_POD_NAMESPACE": "metadata.namespace", "MY_POD_NAME": "metadata.name"}
+
+
+def test_one_replica_renders_no_disruption_budget(helm: Helm) -> None:
+    rendered = helm.template("--set=operator.replicas=1")
+
+    assert find(rendered, "Deployment")["spec"]["replicas"] == 1
+    assert [d for d in rendered if d["kind"] == "PodDisruptionBudget"] == []
+
+
+def test_a_set_affinity_replaces_the_default_spread(helm: Helm) -> None:
+    zone = {"topologyKey": "topology.kubernetes.io/zone", "labelSelector": {"matchLabels": {"a": "b"}}}
+    affinity = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [zone]}}
+    rendered = helm.template(f"--set-json=affinity={json.dumps(affinity)}")
+
+    assert find(rendered, "Deployment")["spec"]["template"]["spec"]["affinity"] == affinity
+
+
 def test_several_replicas_without_leader_election_are_refused(helm: Helm) -> None:
-    error = helm.template_error("--set=replicaCount=2", "--set=operator.leaderElection.enabled=false")
-    assert "replicaCount: more than one operator replica needs operator.leaderElection.enabled=true" in error
+    error = helm.template_error("--set=operator.leaderElection.enabled=false")
+    assert "operator.replicas: more than one operator replica needs operator.leaderElection" in error
 
 
 def test_without_leader_election_no_lease_flag_is_passed(helm: Helm) -> None:
-    args = operator_args(helm.template("--set=operator.leaderElection.enabled=false"))
+    args = operator_args(
+        helm.template("--set=operator.replicas=1", "--set=operator.leaderElection.enabled=false")
+    )
     assert not [a for a in args if a.startswith("--leader-elect")]
 
 
@@ -284,7 +336,10 @@ def without_labels(document: dict[str, Any]) -> dict[str, Any]:
     return {**document, "metadata": metadata}
 
 
-@pytest.mark.parametrize("kind", ["ClusterRole", "ClusterRoleBinding", "ServiceAccount"])
+RBAC_KINDS = ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ServiceAccount"]
+
+
+@pytest.mark.parametrize("kind", RBAC_KINDS)
 def test_the_rendered_rbac_equals_the_kustomize_bases(helm: Helm, kind: str) -> None:
     # The standalone overlay is the base in namespace kubeflow; with its names too, everything but the
     # chart's labels can be compared.
