@@ -43,12 +43,12 @@ async def _get(http: HttpApi, path: str) -> dict[str, Any] | None:
 async def declared_replicas(http: HttpApi, namespace: str, pod_name: str) -> DeclaredReplicas | None:
     """The Deployment that runs pod ``namespace/pod_name`` and its ``spec.replicas``; None when unknown."""
     pod = await _get(http, f"/api/v1/namespaces/{namespace}/pods/{pod_name}")
-    replica_set = pod and _controller(pod, "ReplicaSet")
-    if pod is None or replica_set is None:
+    replica_set = _controller(pod, "ReplicaSet") if pod else None
+    if replica_set is None:
         return None
     owner = await _get(http, f"/apis/apps/v1/namespaces/{namespace}/replicasets/{replica_set}")
-    deployment = owner and _controller(owner, "Deployment")
-    if owner is None or deployment is None:
+    deployment = _controller(owner, "Deployment") if owner else None
+    if deployment is None:
         return None
     found = await _get(http, f"/apis/apps/v1/namespaces/{namespace}/deployments/{deployment}")
     if found is None:
