@@ -26,7 +26,8 @@ from pathlib import Path
 import pytest
 
 from browser_support import browser, viewer_for
-from e2e.realpods import RealCluster, scratch_namespace, wait_until
+from e2e.realpods import RealCluster, scratch_namespace
+from e2e.session_operator import DEPLOYMENT, wait_available
 from kubetrain.envtest import controlplane, coscheduler, jobset, realnode
 from kubetrain.envtest.kubeapi import KubeApi
 from waiting import PATIENCE
@@ -34,7 +35,6 @@ from waiting import PATIENCE
 OVERLAY = Path(__file__).resolve().parent / "operator-overlay"
 SHARED_RUN_DIR_ENV = "KUBETRAIN_E2E_ENVTEST_DIR"
 __all__ = ["browser", "viewer_for"]  # the Jobs view test's (tests/browser_support.py)
-DEPLOYMENT = "/apis/apps/v1/namespaces/kubeflow/deployments/training-operator"
 
 
 def _say(message: str) -> None:
@@ -110,12 +110,8 @@ def operator(real_cluster: RealCluster, gang_scheduler: str) -> Iterator[RealClu
     if not (shared and real_cluster.api.exists(DEPLOYMENT)):
         applied = real_cluster.kubectl("apply", "--server-side", "-k", str(OVERLAY))
         assert applied.returncode == 0, applied.stderr
-    wait_until(
-        "the operator Deployment available",
-        lambda: real_cluster.api.get(DEPLOYMENT).get("status", {}).get("availableReplicas") == 1,
-        # On a shared node, also while another run's test_helm.py holds it at 0 replicas.
-        480.0 if shared else PATIENCE,
-    )
+    # On a shared node, also while another run's test_helm.py holds it at 0 replicas.
+    wait_available(real_cluster, 480.0 if shared else PATIENCE)
     yield real_cluster
     if not shared:
         real_cluster.kubectl("delete", "-k", str(OVERLAY), "--wait=false")

@@ -31,6 +31,7 @@ import pytest
 
 from builders import container, manifest
 from e2e.realpods import TEST_IMAGE, RealCluster, wait_until
+from e2e.session_operator import held_at_zero
 from kubetrain.envtest import realnode
 from kubetrain.envtest.kubeapi import ApiError
 from waiting import PATIENCE
@@ -39,9 +40,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 GPU = "nvidia.com/gpu"
 NODE_STATUS = f"/api/v1/nodes/{realnode.NODE_NAME}/status"
-SHARED_OPERATOR = "/apis/apps/v1/namespaces/kubeflow/deployments/training-operator"
-SHARED_OPERATOR_PODS = "/api/v1/namespaces/kubeflow/pods"
-OPERATOR_SELECTOR = "control-plane=kubeflow-training-operator"
 BUSYBOX = "localhost/kubetrain/busybox:1.35"
 NOTHING_PLACED_WINDOW_SECONDS = 35.0
 """How long a gang-scheduled job is watched for a pod placed or a GangDeadlock said, neither of which may
@@ -141,21 +139,6 @@ def four_gpus(operator: RealCluster) -> Iterator[None]:
         operator.api.patch(NODE_STATUS, {"status": {"capacity": {GPU: None}, "allocatable": {GPU: None}}})
 
 
-def _shared_operator_pods(cluster: RealCluster) -> list[dict[str, Any]]:
-    found = cluster.api.get(SHARED_OPERATOR_PODS, {"labelSelector": OPERATOR_SELECTOR})["items"]
-    return [p for p in found if p.get("status", {}).get("phase") not in ("Succeeded", "Failed")]
-
-
-def _scale_shared_operator(cluster: RealCluster, replicas: int) -> None:
-    cluster.api.patch(SHARED_OPERATOR, {"spec": {"replicas": replicas}})
-
-    def settled() -> bool:
-        available = cluster.api.get(SHARED_OPERATOR).get("status", {}).get("availableReplicas", 0)
-        return len(_shared_operator_pods(cluster)) == replicas and available == replicas
-
-    wait_until(f"the shared operator at {replicas} replicas", settled, 180.0)
-
-
 @pytest.fixture
 def without_gang_scheduling(operator: RealCluster, tmp_path: Path) -> Iterator[str]:
     """A namespace watched by ``kubetrain operator`` run without ``--gang-scheduler-name`` (this checkout's,
@@ -166,48 +149,47 @@ def without_gang_scheduling(operator: RealCluster, tmp_path: Path) -> Iterator[s
         "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
     )
     log_path = tmp_path / "operator-without-gang.log"
-    _scale_shared_operator(operator, 0)
-    command = [
-        str(Path(sys.executable).with_name("kubetrain")),
-        "operator",
-        "--kubeconfig",
-        str(operator.kubeconfig),
-        "--namespace",
-        namespace,
-        "--metrics-bind-address",
-        "0",
-        "--health-probe-bind-address",
-        "0",
-        f"--pytorch-init-container-image={BUSYBOX}",
-    ]
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
-    try:
-        wait_until(
-            f"the default ServiceAccount of {namespace}",
-            lambda: operator.api.exists(f"/api/v1/namespaces/{namespace}/serviceaccounts/default"),
-            PATIENCE,
-        )
-        yield namespace
-    finally:
-        process.send_signal(signal.SIGTERM)
+    with held_at_zero(operator):
+        command = [
+            str(Path(sys.executable).with_name("kubetrain")),
+            "operator",
+            "--kubeconfig",
+            str(operator.kubeconfig),
+            "--namespace",
+            namespace,
+            "--metrics-bind-address",
+            "0",
+            "--health-probe-bind-address",
+            "0",
+            f"--pytorch-init-container-image={BUSYBOX}",
+        ]
+        with log_path.open("wb") as log:
+            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
         try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
-        print(f"--- {log_path.name}\n{log_path.read_text(errors='replace')[-4000:]}")
-        try:
-            operator.api.delete(f"/api/v1/namespaces/{namespace}")
-        except ApiError as error:
-            if error.code != 404:
-                raise
-        wait_until(
-            f"namespace {namespace} gone",
-            lambda: not operator.api.exists(f"/api/v1/namespaces/{namespace}"),
-            180.0,
-        )
-        _scale_shared_operator(operator, 1)
+            wait_until(
+                f"the default ServiceAccount of {namespace}",
+                lambda: operator.api.exists(f"/api/v1/namespaces/{namespace}/serviceaccounts/default"),
+                PATIENCE,
+            )
+            yield namespace
+        finally:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(5)
+            print(f"--- {log_path.name}\n{log_path.read_text(errors='replace')[-4000:]}")
+            try:
+                operator.api.delete(f"/api/v1/namespaces/{namespace}")
+            except ApiError as error:
+                if error.code != 404:
+                    raise
+            wait_until(
+                f"namespace {namespace} gone",
+                lambda: not operator.api.exists(f"/api/v1/namespaces/{namespace}"),
+                180.0,
+            )
 
 
 def gpu_exercise(name: str) -> dict[str, Any]:

@@ -23,6 +23,7 @@ import pytest
 
 from builders import container, manifest
 from e2e.realpods import TEST_IMAGE, RealCluster, wait_until
+from e2e.session_operator import held_at_zero, leader, operator_pods
 from kubetrain.envtest.kubeapi import ApiError
 from waiting import PATIENCE
 
@@ -30,10 +31,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "kubetrain"
-LEASE_NAME = "1ca428e5.training-operator.kubeflow.org"
-SHARED_OPERATOR = "/apis/apps/v1/namespaces/kubeflow/deployments/training-operator"
-SHARED_OPERATOR_PODS = "/api/v1/namespaces/kubeflow/pods"
-OPERATOR_SELECTOR = "control-plane=kubeflow-training-operator"
 INIT_IMAGE = "localhost/kubetrain/busybox:1.35"
 POD_SECURITY = "pod-security.kubernetes.io"
 OPERATOR = "app.kubernetes.io/component!=dashboard"
@@ -77,11 +74,7 @@ class Release:
         ]
 
     def leader(self) -> str | None:
-        path = f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases/{LEASE_NAME}"
-        if not self.cluster.api.exists(path):
-            return None
-        holder = self.cluster.api.get(path)["spec"].get("holderIdentity") or ""
-        return holder.split("_", 1)[0] or None  # <hostname>_<uuid>, the hostname being the pod's name
+        return leader(self.cluster, self.namespace)
 
     def log(self, pod: str) -> str:
         logs = self.cluster.kubectl("logs", "-n", self.namespace, pod)
@@ -125,22 +118,6 @@ def _build_helm() -> Path:
     return Path(done.stdout.strip())
 
 
-def _shared_operator_pods(cluster: RealCluster) -> list[dict[str, Any]]:
-    """Its pods that run or may run: an evicted one stays behind as a Failed pod, but is no operator."""
-    found = cluster.api.get(SHARED_OPERATOR_PODS, {"labelSelector": OPERATOR_SELECTOR})["items"]
-    return [p for p in found if p.get("status", {}).get("phase") not in ("Succeeded", "Failed")]
-
-
-def _scale_shared_operator(cluster: RealCluster, replicas: int) -> None:
-    cluster.api.patch(SHARED_OPERATOR, {"spec": {"replicas": replicas}})
-
-    def settled() -> bool:
-        available = cluster.api.get(SHARED_OPERATOR).get("status", {}).get("availableReplicas", 0)
-        return len(_shared_operator_pods(cluster)) == replicas and available == replicas
-
-    wait_until(f"the shared operator at {replicas} replicas", settled, PATIENCE)
-
-
 def _delete_namespace(cluster: RealCluster, namespace: str) -> None:
     try:
         cluster.api.delete(f"/api/v1/namespaces/{namespace}")
@@ -154,50 +131,45 @@ def _delete_namespace(cluster: RealCluster, namespace: str) -> None:
     )
 
 
+def _install_values(namespace: str) -> list[str]:
+    values = [
+        "crds.install=false",
+        f"operator.namespace={namespace}",
+        f"operator.pytorchInitContainerImage={INIT_IMAGE}",
+        # The Jobs view too, without Istio (none here): its pod must meet the profile as well.
+        "dashboard.enabled=true",
+        "dashboard.istio.enabled=false",
+        # JobSet runs as envtest's host process in this tier (no registry serves its image), and the shared
+        # overlay's install already holds its cluster-scoped objects, which helm would not adopt.
+        "jobset.enabled=false",
+    ]
+    return [f"--set={value}" for value in values]
+
+
 @pytest.fixture(scope="module")
 def release(operator: RealCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Release]:
     helm = Release(operator, _build_helm(), tmp_path_factory.mktemp("helm-home"))
-    _scale_shared_operator(operator, 0)
-    try:
-        # As docs/install.md installs it: into a namespace that enforces Pod Security's restricted profile.
-        labels = {f"{POD_SECURITY}/enforce": "restricted", f"{POD_SECURITY}/enforce-version": "latest"}
-        operator.api.create("/api/v1/namespaces", {"metadata": {"name": helm.namespace, "labels": labels}})
-        installed = helm.run(
-            "install",
-            helm.name,
-            str(CHART),
-            "--set",
-            "crds.install=false",
-            "--set",
-            "replicaCount=2",
-            "--set",
-            f"operator.namespace={helm.namespace}",
-            "--set",
-            f"operator.pytorchInitContainerImage={INIT_IMAGE}",
-            # The Jobs view too, without Istio (none here): its pod must meet the profile as well.
-            "--set",
-            "dashboard.enabled=true",
-            "--set",
-            "dashboard.istio.enabled=false",
-            # JobSet runs as envtest's host process in this tier (no registry serves its image), and the
-            # shared overlay's install already holds its cluster-scoped objects, which helm would not adopt.
-            "--set",
-            "jobset.enabled=false",
-        )
-        assert installed.returncode == 0, installed.stderr
-        wait_until("two ready operator pods", lambda: len(helm.ready_pods()) == 2, 180.0)
-        wait_until("the ready dashboard pod", lambda: len(helm.ready_pods(DASHBOARD)) == 1, 180.0)
-        wait_until(
-            f"the default ServiceAccount of {helm.namespace}",
-            lambda: operator.api.exists(f"/api/v1/namespaces/{helm.namespace}/serviceaccounts/default"),
-            PATIENCE,
-        )
-        yield helm
-    finally:
-        helm.run("uninstall", helm.name, "--wait", "--timeout", "120s")
-        # Its jobs go with it, before the shared operator, which watches every namespace, is back.
-        _delete_namespace(operator, helm.namespace)
-        _scale_shared_operator(operator, 1)
+    # As docs/install.md installs it: into a namespace that enforces Pod Security's restricted profile.
+    labels = {f"{POD_SECURITY}/enforce": "restricted", f"{POD_SECURITY}/enforce-version": "latest"}
+    namespace = {"metadata": {"name": helm.namespace, "labels": labels}}
+    with held_at_zero(operator):
+        try:
+            operator.api.create("/api/v1/namespaces", namespace)
+            installed = helm.run("install", helm.name, str(CHART), *_install_values(helm.namespace))
+            assert installed.returncode == 0, installed.stderr
+            # The chart's default: two replicas (on one node here, the spread being preferred).
+            wait_until("two ready operator pods", lambda: len(helm.ready_pods()) == 2, 180.0)
+            wait_until("the ready dashboard pod", lambda: len(helm.ready_pods(DASHBOARD)) == 1, 180.0)
+            wait_until(
+                f"the default ServiceAccount of {helm.namespace}",
+                lambda: operator.api.exists(f"/api/v1/namespaces/{helm.namespace}/serviceaccounts/default"),
+                PATIENCE,
+            )
+            yield helm
+        finally:
+            helm.run("uninstall", helm.name, "--wait", "--timeout", "120s")
+            # Its jobs go with it, before the shared operator, which watches every namespace, is back.
+            _delete_namespace(operator, helm.namespace)
 
 
 def test_helm_install_runs_two_operator_pods_from_the_image_as_the_charts_service_account(
@@ -231,7 +203,7 @@ def test_the_leader_reconciles_a_job_in_its_namespace_with_no_forbidden_request_
     release.run_job("under-helm")
 
     # The shared operator stayed away: no pod of it ran while the job did.
-    assert _shared_operator_pods(release.cluster) == []
+    assert operator_pods(release.cluster) == []
     assert f"{release.namespace}/under-helm" in release.log(leader)
     for pod in release.ready_pods():
         # "403 Forbidden: ... is forbidden": not a bare "403", which a leader's random identity may hold.

@@ -37,6 +37,7 @@ from e2e.realpods import (
     trainjob_outcome,
     wait_until,
 )
+from e2e.session_operator import operator_pods
 from kubetrain.sdk.client import TrainingClient
 from waiting import PATIENCE
 
@@ -315,7 +316,9 @@ def test_other_jobs_tokens_no_token_and_a_flood_are_refused_and_change_nothing(
     assert results["another_jobs_url"] == 403, "its token is for its own job's audience"
     assert results["no_token"] == 403
     assert results["flood"][:3] == [200, 200, 200]
-    assert results["flood"].count(429) >= 20
+    # Each of the two replicas the Service resolves to limits the token on its own (a burst of 5, then 2 a
+    # second): together they let through twice what one would.
+    assert results["flood"].count(429) >= 10
 
     # A token with the reporter's audience, bound to the intruder's pod (what a tenant allowed to request
     # tokens for its pods could make): the pod check refuses it.
@@ -339,10 +342,10 @@ def test_other_jobs_tokens_no_token_and_a_flood_are_refused_and_change_nothing(
         "status"
     ]["token"]
     ca = operator.api.get(f"/api/v1/namespaces/{namespace}/configmaps/kubetrain-status-ca")["data"]["ca.crt"]
-    selector = {"labelSelector": "control-plane=kubeflow-training-operator"}
-    [operator_pod] = operator.api.get("/api/v1/namespaces/kubeflow/pods", selector)["items"]
     path = f"/apis/kubeflow.org/v1/namespaces/{namespace}/pytorchjobs/reporter/status"
-    assert _pinned_post(operator_pod["status"]["podIP"], ca, path, token) == 403
+    # Every replica serves the endpoint (the Service resolves to all that are ready): each must refuse.
+    for operator_pod in operator_pods(operator):
+        assert _pinned_post(operator_pod["status"]["podIP"], ca, path, token) == 403
 
     # The 403s above are the refusals themselves; this only confirms that nothing reached the status. A
     # window for something that must not happen: load could only hide a write, never fail the test.
