@@ -124,9 +124,15 @@ def wait_for(what: str, probe: Callable[[], Any], timeout: float, every: float =
 # --- the job ------------------------------------------------------------------------------------------------
 
 
-def ddp_job(name: str, annotations: dict[str, str], backoff_limit: int = 3) -> dict[str, Any]:
-    """The DDP example as 1 master on the kept node and 1 worker preferring the other, checkpointing to the
-    shared hostPath."""
+def ddp_job(
+    name: str,
+    annotations: dict[str, str],
+    backoff_limit: int = 3,
+    kept: realnode.RealNode = KEPT,
+    lost: realnode.RealNode = LOST,
+) -> dict[str, Any]:
+    """The DDP example as 1 master on the kept node and 1 worker preferring the one to lose, checkpointing to
+    the shared hostPath."""
     job: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text())
     job["metadata"] = {"name": name, "annotations": annotations}
     job["spec"]["runPolicy"] = {"backoffLimit": backoff_limit}
@@ -144,11 +150,11 @@ def ddp_job(name: str, annotations: dict[str, str], backoff_limit: int = 3) -> d
             {"name": "checkpoints", "hostPath": {"path": str(CHECKPOINTS), "type": "DirectoryOrCreate"}}
         ]
         if kind == "Master":
-            pod["nodeSelector"] = {"kubernetes.io/hostname": KEPT.name}
+            pod["nodeSelector"] = {"kubernetes.io/hostname": kept.name}
         else:
             term = {
                 "matchExpressions": [
-                    {"key": "kubernetes.io/hostname", "operator": "In", "values": [LOST.name]}
+                    {"key": "kubernetes.io/hostname", "operator": "In", "values": [lost.name]}
                 ]
             }
             preferred = [{"weight": 100, "preference": term}]
@@ -265,7 +271,7 @@ def worker_process(job: str) -> psutil.Process:
     raise LookupError(f"no training process of {job}'s rank 1 on this host")
 
 
-def start_training(watched: Watched, manifest: dict[str, Any]) -> None:
+def start_training(watched: Watched, manifest: dict[str, Any], lost: realnode.RealNode = LOST) -> None:
     watched.cluster.api.create(PYTORCHJOBS.format(namespace=watched.namespace), manifest)
     wait_for(
         f"{watched.name}'s checkpoint of step {FAULT_AT_STEP}",
@@ -274,8 +280,8 @@ def start_training(watched: Watched, manifest: dict[str, Any]) -> None:
         1.0,
     )
     node = watched.worker()["spec"].get("nodeName")
-    if node != LOST.name:
-        raise RuntimeError(f"{watched.name}'s worker was placed on {node}, not {LOST.name}")
+    if node != lost.name:
+        raise RuntimeError(f"{watched.name}'s worker was placed on {node}, not {lost.name}")
 
 
 def kill_rank(watched: Watched, result: Result, job_timeout: float) -> None:

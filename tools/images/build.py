@@ -406,6 +406,28 @@ def discard_layer_blobs(socket: str, reference: str) -> None:
     _check(collected, "ctr leases delete --sync")
 
 
+def import_into_containerd(reference: str, socket: str) -> None:
+    """Import an image of podman's storage into containerd's k8s.io namespace, its layer blobs then dropped
+    (the snapshots hold what containers need)."""
+    with tempfile.TemporaryDirectory(prefix="kubetrain-image-") as scratch:
+        layout = Path(scratch) / "image"
+        # Uncompressed: gzip of a multi-GB layer on 2 cores took most of the time (pytorch: 515 s compressed).
+        # An OCI directory streamed into ctr as a tar, not an oci-archive: podman stages each blob in
+        # /var/tmp before adding it to an archive, so the archive needed twice the image's size on disk
+        # (the PyTorch image's save failed with "no space left on device" where the directory fits).
+        save = ["podman", "save", "--quiet", "--uncompressed", "--format", "oci-dir", "-o", str(layout)]
+        saved = _run([*save, reference])
+        _check(saved, f"podman save of {reference}")
+        tar = subprocess.Popen(["tar", "-C", str(layout), "-cf", "-", "."], stdout=subprocess.PIPE)
+        imported = _run(_ctr(socket, "images", "import", "-"), stdin=tar.stdout, stdout=subprocess.DEVNULL)
+        assert tar.stdout is not None
+        tar.stdout.close()
+        _check(imported, "ctr import")
+        if tar.wait() != 0:
+            raise SystemExit(f"tar of {layout} failed (exit {tar.returncode})")
+    discard_layer_blobs(socket, reference)
+
+
 def load_into_containerd(name: str, socket: str) -> None:
     """Import an image built here into containerd's k8s.io namespace (where a kubelet looks), unless the
     image there already has the same recipe."""
@@ -417,23 +439,7 @@ def load_into_containerd(name: str, socket: str) -> None:
         print(f"{recipe.reference}  already in containerd {socket}", flush=True)
         return
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="kubetrain-image-") as scratch:
-        layout = Path(scratch) / name
-        # Uncompressed: gzip of a multi-GB layer on 2 cores took most of the time (pytorch: 515 s compressed).
-        # An OCI directory streamed into ctr as a tar, not an oci-archive: podman stages each blob in
-        # /var/tmp before adding it to an archive, so the archive needed twice the image's size on disk
-        # (the PyTorch image's save failed with "no space left on device" where the directory fits).
-        save = ["podman", "save", "--quiet", "--uncompressed", "--format", "oci-dir", "-o", str(layout)]
-        saved = _run([*save, recipe.reference])
-        _check(saved, f"podman save of {recipe.reference}")
-        tar = subprocess.Popen(["tar", "-C", str(layout), "-cf", "-", "."], stdout=subprocess.PIPE)
-        imported = _run(_ctr(socket, "images", "import", "-"), stdin=tar.stdout, stdout=subprocess.DEVNULL)
-        assert tar.stdout is not None
-        tar.stdout.close()
-        _check(imported, "ctr import")
-        if tar.wait() != 0:
-            raise SystemExit(f"tar of {layout} failed (exit {tar.returncode})")
-    discard_layer_blobs(socket, recipe.reference)
+    import_into_containerd(recipe.reference, socket)
     _check(
         _run(
             _ctr(socket, "images", "label", recipe.reference, f"{RECIPE_LABEL}={digest}"),
