@@ -32,13 +32,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import shutil
 import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -57,6 +56,7 @@ from two_node_faults import (
     ddp_job,
     follow,
     log,
+    report,
     start_training,
     two_nodes,
     wait_for,
@@ -116,7 +116,7 @@ def kubectl(cluster: Cluster, *args: str) -> None:
         raise RuntimeError(f"kubectl {' '.join(args)}: {done.stderr}")
 
 
-# --- the installs: each returns who leads -----------------------------------------------------------------
+# --- the operators: each one's install, and who leads ---------------------------------------------------
 
 
 def kubetrain_leader(cluster: Cluster) -> str | None:
@@ -184,12 +184,28 @@ def upstream_leader(cluster: Cluster) -> str | None:
 class Operator:
     install: Callable[[Cluster, Path], None]
     leader: Callable[[Cluster], str | None]
+    acting_since: Callable[[Cluster, str], str | None]
+    """When an operator other than the lost leader started acting (an API timestamp), if one has."""
     replicas: int
 
 
+def kubetrain_acting_since(cluster: Cluster, lost_leader: str) -> str | None:
+    """The Lease's ``acquireTime``, once another replica holds it."""
+    if kubetrain_leader(cluster) in (None, lost_leader):
+        return None
+    acquired = cluster.api.get(KUBETRAIN_LEASE)["spec"].get("acquireTime")
+    return str(acquired) if acquired else None
+
+
+def upstream_acting_since(cluster: Cluster, lost_leader: str) -> str | None:
+    """Its replacement pod's ``Ready`` (upstream elects no leader: its one replica acts once ready)."""
+    replaced = [p for p in operator_pods(cluster) if p["metadata"]["name"] != lost_leader and ready_since(p)]
+    return ready_since(replaced[0]) if replaced else None
+
+
 OPERATORS = {
-    "kubetrain": Operator(install_kubetrain, kubetrain_leader, 2),
-    "training-operator v1.9.0": Operator(install_upstream, upstream_leader, 1),
+    "kubetrain": Operator(install_kubetrain, kubetrain_leader, kubetrain_acting_since, 2),
+    "training-operator v1.9.0": Operator(install_upstream, upstream_leader, upstream_acting_since, 1),
 }
 
 
@@ -259,14 +275,7 @@ def measure(
     result: NodeLossResult,
 ) -> None:
     """What the API says happened, and when, while the node is still down."""
-    if operator is OPERATORS["kubetrain"]:
-        lease = cluster.api.get(KUBETRAIN_LEASE)["spec"]
-        if kubetrain_leader(cluster) not in (None, leading):
-            result.acting_again_seconds = seconds_after(stopped_at, lease.get("acquireTime"))
-    else:
-        replaced = [p for p in operator_pods(cluster) if p["metadata"]["name"] != leading and ready_since(p)]
-        if replaced:
-            result.acting_again_seconds = seconds_after(stopped_at, ready_since(replaced[0]))
+    result.acting_again_seconds = seconds_after(stopped_at, operator.acting_since(cluster, leading))
     events = cluster.api.get(f"/api/v1/namespaces/{watched.namespace}/events")["items"]
     said = [e for e in events if e["reason"] == "NodeLost" or "NodeLost" in e.get("message", "")]
     when = [seconds_after(stopped_at, e.get("firstTimestamp") or e.get("eventTime")) for e in said]
@@ -333,12 +342,7 @@ def main() -> int:
         for operator_name in args.operators:
             result = run(cluster, operator_name, args)
             results.append(result)
-            print(json.dumps(asdict(result)), flush=True)
-            if args.results:
-                with args.results.open("a") as out:
-                    out.write(
-                        json.dumps({"at": time.strftime("%FT%TZ", time.gmtime()), **asdict(result)}) + "\n"
-                    )
+            report(result, args.results)
     if args.markdown:
         print(markdown(results))
     return 0

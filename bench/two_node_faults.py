@@ -460,6 +460,14 @@ def run_scenario(
     return result
 
 
+def report(result: Result, results_file: Path | None) -> None:
+    """Print the result as a JSON line, and append it, timestamped, to ``results_file`` if one is given."""
+    print(json.dumps(asdict(result)), flush=True)
+    if results_file:
+        with results_file.open("a") as out:
+            out.write(json.dumps({"at": time.strftime("%FT%TZ", time.gmtime()), **asdict(result)}) + "\n")
+
+
 def markdown(results: list[Result]) -> str:
     rows = [
         "| scenario | operator | outcome | fault → resumed (from step) | fault → end | what the job said |",
@@ -504,13 +512,7 @@ def main() -> int:
                 for scenario in args.scenarios:
                     result = run_scenario(cluster, operator, namespace, scenario, args)
                     results.append(result)
-                    print(json.dumps(asdict(result)), flush=True)
-                    if args.results:
-                        with args.results.open("a") as out:
-                            out.write(
-                                json.dumps({"at": time.strftime("%FT%TZ", time.gmtime()), **asdict(result)})
-                                + "\n"
-                            )
+                    report(result, args.results)
     if args.markdown:
         print(markdown(results))
     return 0

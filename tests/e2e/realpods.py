@@ -121,6 +121,21 @@ def scratch_namespace(cluster: RealCluster, stem: str) -> Iterator[str]:
                 raise
 
 
+def delete_namespace(cluster: RealCluster, namespace: str) -> None:
+    """The namespace deleted and gone, its jobs and pods with it (before an operator that watches every
+    namespace is back, say)."""
+    try:
+        cluster.api.delete(f"/api/v1/namespaces/{namespace}")
+    except ApiError as error:
+        if error.code != 404:
+            raise
+    wait_until(
+        f"namespace {namespace} gone",
+        lambda: not cluster.api.exists(f"/api/v1/namespaces/{namespace}"),
+        PATIENCE,
+    )
+
+
 TRAINJOBS = "/apis/trainer.kubeflow.org/v1alpha1"
 
 

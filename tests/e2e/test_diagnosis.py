@@ -30,10 +30,9 @@ from typing import Any
 import pytest
 
 from builders import container, manifest
-from e2e.realpods import TEST_IMAGE, RealCluster, wait_until
+from e2e.realpods import TEST_IMAGE, RealCluster, delete_namespace, wait_until
 from e2e.session_operator import held_at_zero
 from kubetrain.envtest import realnode
-from kubetrain.envtest.kubeapi import ApiError
 from waiting import PATIENCE
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -180,16 +179,7 @@ def without_gang_scheduling(operator: RealCluster, tmp_path: Path) -> Iterator[s
                 process.kill()
                 process.wait(5)
             print(f"--- {log_path.name}\n{log_path.read_text(errors='replace')[-4000:]}")
-            try:
-                operator.api.delete(f"/api/v1/namespaces/{namespace}")
-            except ApiError as error:
-                if error.code != 404:
-                    raise
-            wait_until(
-                f"namespace {namespace} gone",
-                lambda: not operator.api.exists(f"/api/v1/namespaces/{namespace}"),
-                180.0,
-            )
+            delete_namespace(operator, namespace)
 
 
 def gpu_exercise(name: str) -> dict[str, Any]:

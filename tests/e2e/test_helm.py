@@ -22,9 +22,8 @@ from typing import Any
 import pytest
 
 from builders import container, manifest
-from e2e.realpods import TEST_IMAGE, RealCluster, wait_until
+from e2e.realpods import TEST_IMAGE, RealCluster, delete_namespace, wait_until
 from e2e.session_operator import held_at_zero, leader, operator_pods
-from kubetrain.envtest.kubeapi import ApiError
 from waiting import PATIENCE
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -118,19 +117,6 @@ def _build_helm() -> Path:
     return Path(done.stdout.strip())
 
 
-def _delete_namespace(cluster: RealCluster, namespace: str) -> None:
-    try:
-        cluster.api.delete(f"/api/v1/namespaces/{namespace}")
-    except ApiError as error:
-        if error.code != 404:
-            raise
-    wait_until(
-        f"namespace {namespace} gone",
-        lambda: not cluster.api.exists(f"/api/v1/namespaces/{namespace}"),
-        PATIENCE,
-    )
-
-
 def _install_values(namespace: str) -> list[str]:
     values = [
         "crds.install=false",
@@ -169,7 +155,7 @@ def release(operator: RealCluster, tmp_path_factory: pytest.TempPathFactory) -> 
         finally:
             helm.run("uninstall", helm.name, "--wait", "--timeout", "120s")
             # Its jobs go with it, before the shared operator, which watches every namespace, is back.
-            _delete_namespace(operator, helm.namespace)
+            delete_namespace(operator, helm.namespace)
 
 
 def test_helm_install_runs_two_operator_pods_from_the_image_as_the_charts_service_account(
