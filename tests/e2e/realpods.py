@@ -114,21 +114,22 @@ def scratch_namespace(cluster: RealCluster, stem: str) -> Iterator[str]:
         )
         yield name
     finally:
-        try:
-            cluster.api.delete(f"/api/v1/namespaces/{name}")
-        except ApiError as error:
-            if error.code != 404:
-                raise
+        _delete_namespace_object(cluster, name)
 
 
-def delete_namespace(cluster: RealCluster, namespace: str) -> None:
-    """The namespace deleted and gone, its jobs and pods with it (before an operator that watches every
-    namespace is back, say)."""
+def _delete_namespace_object(cluster: RealCluster, namespace: str) -> None:
+    """Ask for the namespace's deletion, without waiting; one already gone is fine."""
     try:
         cluster.api.delete(f"/api/v1/namespaces/{namespace}")
     except ApiError as error:
         if error.code != 404:
             raise
+
+
+def delete_namespace(cluster: RealCluster, namespace: str) -> None:
+    """The namespace deleted and gone, its jobs and pods with it (before an operator that watches every
+    namespace is back, say)."""
+    _delete_namespace_object(cluster, namespace)
     wait_until(
         f"namespace {namespace} gone",
         lambda: not cluster.api.exists(f"/api/v1/namespaces/{namespace}"),
